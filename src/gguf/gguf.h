@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/dtype.h"
@@ -26,7 +27,7 @@ std::string_view value_type_name(ValueType t);
 // (strings inside arrays are decoded once at open into string views).
 struct KeyValue {
   std::string key;
-  ValueType type;
+  ValueType type = ValueType::U8;
   ValueType array_type = ValueType::U8;  // element type when type == ARRAY
   uint64_t array_size = 0;               // element count when type == ARRAY
   // Scalar payloads (only the one matching `type` is meaningful).
@@ -46,6 +47,7 @@ struct TensorInfo {
   DType type = DType::F32;
   uint64_t offset = 0;            // relative to the data section
   uint64_t nbytes = 0;
+  uint64_t file_offset = 0;       // where the info record starts, for messages
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
 };
@@ -105,6 +107,9 @@ class File {
   uint64_t data_offset_ = 0;
   std::vector<KeyValue> kvs_;
   std::vector<TensorInfo> tensors_;
+  // Name -> index; the views point into kvs_/tensors_, which never change after parse().
+  std::unordered_map<std::string_view, size_t> kv_index_;
+  std::unordered_map<std::string_view, size_t> tensor_index_;
 };
 
 // Writes GGUF v3 files. Tensors are written in the order they were added, aligned per general.alignment
@@ -112,6 +117,7 @@ class File {
 // so a file larger than RAM never needs to be held in memory.
 class Writer {
  public:
+  Writer();  // defined in writer.cpp, where Impl is complete
   void set_u32(std::string key, uint32_t v);
   void set_i32(std::string key, int32_t v);
   void set_u64(std::string key, uint64_t v);
@@ -134,7 +140,7 @@ class Writer {
 
  private:
   struct Impl;
-  std::shared_ptr<Impl> impl_ = std::make_shared<Impl>();
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace strata::gguf
