@@ -6,6 +6,7 @@
 #include <deque>
 #include <random>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "base/result.h"
@@ -25,7 +26,10 @@ struct Params {
 };
 
 // Checks ranges (temp finite, top_p in [0,1], ...); the message names the parameter.
+// Sampler does not validate; call this first.
 Status validate(const Params& p);
+
+inline constexpr uint32_t kRandomSeed = 0xFFFFFFFF;
 
 struct Candidate {
   int32_t id;
@@ -38,6 +42,13 @@ class Sampler {
   Sampler(const Params& params, int32_t n_vocab);
   // Picks the next token from one row of logits (size n_vocab). Does not record it; call accept().
   int32_t sample(std::span<const float> logits);
+  // The candidates that survived the chain in the last sample(), in chain order (sorted by
+  // descending logit once any truncation sorted them), with `logit` the final (tempered) logit and
+  // `p` the probability the token was drawn with. Greedy leaves the chosen token alone with p = 1.
+  std::span<const Candidate> candidates() const { return {cur_.data(), n_cur_}; }
+  // The n most probable tokens of the raw logits (no penalties/truncation/temperature), most
+  // probable first (lowest id first on ties): `logit` is the raw logit, `p` the log-softmax value.
+  static std::vector<Candidate> top_logprobs(std::span<const float> logits, int n);
   // Records a token in the penalty history (prompt tokens and generated ones).
   void accept(int32_t token);
   void reset();
@@ -49,8 +60,11 @@ class Sampler {
   int32_t n_vocab_;
   uint32_t seed_;
   std::mt19937 rng_;
-  std::deque<int32_t> history_;
-  std::vector<Candidate> cur_;
+  std::deque<int32_t> history_;                   // last penalty_last_n accepted (empty when unbounded)
+  std::unordered_map<int32_t, int32_t> counts_;  // token -> occurrences in the penalty window
+  std::vector<float> logits_;                     // working copy of the row (penalized)
+  std::vector<Candidate> cur_;                    // n_vocab slots; the first n_cur_ are live
+  size_t n_cur_ = 0;
 };
 
 }  // namespace strata::sampling
