@@ -1,0 +1,74 @@
+// strata info: metadata and tensor table of a GGUF file (model or vocab-only).
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include "cli/common.h"
+#include "model/model.h"
+
+namespace strata::cli {
+namespace {
+
+std::string value_string(const gguf::KeyValue& kv) {
+  using gguf::ValueType;
+  switch (kv.type) {
+    case ValueType::U8: case ValueType::U16: case ValueType::U32: case ValueType::U64: return std::to_string(kv.u);
+    case ValueType::I8: case ValueType::I16: case ValueType::I32: case ValueType::I64: return std::to_string(kv.i);
+    case ValueType::F32: case ValueType::F64: return fmt::format("{}", kv.f);
+    case ValueType::BOOL: return kv.u ? "true" : "false";
+    case ValueType::STRING: {
+      std::string s(kv.str.substr(0, 80));
+      for (char& c : s) if (c == '\n' || c == '\r') c = ' ';
+      return kv.str.size() > 80 ? fmt::format("\"{}...\" ({} bytes)", s, kv.str.size()) : fmt::format("\"{}\"", s);
+    }
+    case ValueType::ARRAY: {
+      std::string head;
+      if (kv.array_type == ValueType::STRING) {
+        for (size_t i = 0; i < std::min<size_t>(kv.strings.size(), 4); ++i) head += fmt::format("\"{}\", ", kv.strings[i]);
+      }
+      return fmt::format("[{} x {}{}]", kv.array_size, gguf::value_type_name(kv.array_type),
+                         head.empty() ? "" : ": " + head + "...");
+    }
+  }
+  return "?";
+}
+
+}  // namespace
+
+Command add_info(CLI::App& app) {
+  auto path = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("info", "print a GGUF file's metadata and tensors");
+  cmd->add_option("-m,--model", *path, "GGUF file")->required()->check(CLI::ExistingFile);
+  return [path]() -> int {
+    auto file = gguf::File::open(*path);
+    if (!file.ok()) return fail(file.error());
+    const gguf::File& f = **file;
+    fmt::print("file: {}\nGGUF version {}, {} metadata keys, {} tensors, alignment {}, {} bytes\n\n", f.path(),
+               f.version(), f.kvs().size(), f.tensors().size(), f.alignment(), f.bytes().size());
+    for (const auto& kv : f.kvs()) fmt::print("{:<48} {}\n", kv.key, value_string(kv));
+    if (!f.tensors().empty()) {
+      fmt::print("\n{:<40} {:<7} {:<24} {:>12}\n", "tensor", "type", "shape", "bytes");
+      uint64_t total = 0, params = 0;
+      for (const auto& t : f.tensors()) {
+        fmt::print("{:<40} {:<7} {:<24} {:>12}\n", t.name, dtype_name(t.type),
+                   fmt::format("[{}]", fmt::join(t.ne, t.ne + t.n_dims, ", ")), t.nbytes);
+        total += t.nbytes;
+        params += static_cast<uint64_t>(t.n_elements());
+      }
+      fmt::print("\n{} parameters, {} bytes of tensor data ({:.2f} bits per weight)\n", params, total,
+                 params ? 8.0 * total / params : 0.0);
+    }
+    if (f.has("general.architecture") && !f.tensors().empty()) {
+      auto m = model::Model::open(*path);
+      if (m.ok()) {
+        const model::HParams& hp = (*m)->hparams();
+        fmt::print("model: {} layers, n_embd {}, {} heads / {} kv heads, head dim {}, n_ff {}, vocab {}\n",
+                   hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.n_ff, hp.n_vocab);
+      } else {
+        fmt::print("model: cannot run: {}\n", m.error().message);
+      }
+    }
+    return 0;
+  };
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,46 @@
+// strata synth: write a deterministic random-weight model.
+#include <fmt/core.h>
+
+#include <cctype>
+
+#include "cli/common.h"
+#include "model/synth.h"
+
+namespace strata::cli {
+
+Command add_synth(CLI::App& app) {
+  struct Flags {
+    model::SynthSpec spec;
+    std::string type = "f32";
+    std::string out;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand("synth", "write a deterministic random-weight model with a built-in vocabulary");
+  cmd->add_option("--arch", f->spec.arch, "architecture (llama, qwen2, qwen3)")->capture_default_str();
+  cmd->add_option("--layers", f->spec.n_layer, "layers")->capture_default_str();
+  cmd->add_option("--embd", f->spec.n_embd, "embedding width")->capture_default_str();
+  cmd->add_option("--heads", f->spec.n_head, "attention heads")->capture_default_str();
+  cmd->add_option("--kv-heads", f->spec.n_head_kv, "key/value heads")->capture_default_str();
+  cmd->add_option("--head-dim", f->spec.head_dim, "head dimension (0: embd / heads)")->capture_default_str();
+  cmd->add_option("--ff", f->spec.n_ff, "feed-forward width")->capture_default_str();
+  cmd->add_option("--ctx", f->spec.n_ctx, "training context written to the file")->capture_default_str();
+  cmd->add_option("--seed", f->spec.seed, "random seed")->capture_default_str();
+  cmd->add_option("--type", f->type, "matrix type: f32 or f16")->capture_default_str();
+  cmd->add_option("-o,--output", f->out, "output GGUF file")->required();
+  return [f]() -> int {
+    std::string type = f->type;
+    for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    auto dtype = dtype_from_name(type);
+    if (!dtype) return fail(Error{"synth: unknown --type '" + f->type + "'"});
+    f->spec.type = *dtype;
+    auto status = model::write_synth_model(f->spec, f->out, [](size_t i, size_t n) {
+      if (i == n || i % 16 == 0) fmt::print(stderr, "\rsynth: tensor {}/{}", i, n);
+    });
+    fmt::print(stderr, "\n");
+    if (!status.ok()) return fail(status.error());
+    fmt::print(stderr, "synth: wrote {}\n", f->out);
+    return 0;
+  };
+}
+
+}  // namespace strata::cli

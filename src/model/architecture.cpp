@@ -1,0 +1,17 @@
+#include "model/architecture.h"
+
+namespace strata::model {
+
+// Defined in the per-architecture files.
+const Architecture& llama_architecture();
+const Architecture& qwen2_architecture();
+const Architecture& qwen3_architecture();
+
+const Architecture* find_architecture(std::string_view arch) {
+  for (const Architecture* a : {&llama_architecture(), &qwen2_architecture(), &qwen3_architecture()}) {
+    if (a->name() == arch) return a;
+  }
+  return nullptr;
+}
+
+}  // namespace strata::model

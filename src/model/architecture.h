@@ -1,0 +1,60 @@
+// What an architecture is: the tensors it declares (so the planner can place them without loading a
+// byte) and the forward pass of one layer. One file per architecture implements this.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "model/batch.h"
+#include "model/hparams.h"
+#include "model/weights.h"
+
+namespace strata::memory {
+class KvCache;
+}
+
+namespace strata::model {
+
+struct Scratch;
+
+// Where a declared tensor goes once loaded.
+using TensorSlot = std::variant<MatrixView LayerWeights::*, VectorView LayerWeights::*, MatrixView GlobalWeights::*,
+                                VectorView GlobalWeights::*>;
+
+inline constexpr int kInputLayer = -1;  // token embeddings
+// Output tensors (output_norm, output) carry layer index n_layer.
+
+struct TensorDecl {
+  std::string name;             // as in the GGUF file
+  int layer;                    // kInputLayer, 0..n_layer-1, or n_layer for the output head
+  std::vector<int64_t> shape;   // expected ne[], innermost first
+  bool required;
+  TensorSlot slot;
+};
+
+// Everything one layer's forward pass may touch.
+struct LayerContext {
+  const HParams& hp;
+  const GlobalWeights& global;
+  tensor::ThreadPool& pool;
+  const Batch& batch;
+  memory::KvCache& kv;
+  Scratch& scratch;
+};
+
+class Architecture {
+ public:
+  virtual ~Architecture() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::vector<TensorDecl> declare(const HParams& hp) const = 0;
+  // x: batch.size() rows of n_embd floats, updated in place (the residual stream).
+  virtual void forward_layer(const LayerContext& ctx, const LayerWeights& w, int il, float* x) const = 0;
+};
+
+// The architecture for general.architecture, or null.
+const Architecture* find_architecture(std::string_view arch);
+
+}  // namespace strata::model

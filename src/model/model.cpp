@@ -1,0 +1,93 @@
+#include "model/model.h"
+
+#include <fmt/ranges.h>
+
+namespace strata::model {
+namespace {
+
+std::string shape_string(const int64_t* ne, size_t n) { return fmt::format("[{}]", fmt::join(ne, ne + n, ", ")); }
+
+Status check_shape(const gguf::File& f, const TensorDecl& d, const gguf::TensorInfo& t) {
+  bool same = t.n_dims <= 4 && d.shape.size() <= 4;
+  for (size_t i = 0; same && i < 4; ++i) {
+    const int64_t want = i < d.shape.size() ? d.shape[i] : 1;
+    same = t.ne[i] == want;
+  }
+  if (!same) {
+    return make_error("{}: tensor '{}' has shape {}, expected {}", f.path(), d.name, shape_string(t.ne, t.n_dims),
+                      shape_string(d.shape.data(), d.shape.size()));
+  }
+  if (!info(t.type).supported) {
+    return make_error("{}: tensor '{}' has type {}, which Strata does not support", f.path(), d.name,
+                      dtype_name(t.type));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Model>> Model::open(const std::string& path) {
+  STRATA_ASSIGN(auto file, gguf::File::open(path));
+  auto m = std::shared_ptr<Model>(new Model());
+  m->file_ = file;
+  STRATA_ASSIGN(m->hp_, load_hparams(*file));
+  m->arch_ = find_architecture(m->hp_.arch);
+  if (!m->arch_) return make_error("{}: architecture '{}' is not supported", path, m->hp_.arch);
+  for (TensorDecl& d : m->arch_->declare(m->hp_)) {
+    const gguf::TensorInfo* t = file->find_tensor(d.name);
+    if (!t) {
+      if (d.required) return make_error("{}: missing tensor '{}'", path, d.name);
+      continue;
+    }
+    STRATA_TRY(check_shape(*file, d, *t));
+    m->tensors_.push_back({std::move(d), t});
+  }
+  return std::shared_ptr<const Model>(std::move(m));
+}
+
+uint64_t Model::n_params() const {
+  uint64_t n = 0;
+  for (const auto& t : tensors_) n += static_cast<uint64_t>(t.info->n_elements());
+  return n;
+}
+
+Result<Weights> Model::bind(const std::vector<uint8_t>& owned) const {
+  if (static_cast<int32_t>(owned.size()) != hp_.n_layer) return make_error("bind: {} layer flags for {} layers", owned.size(), hp_.n_layer);
+  Weights w;
+  w.layers.resize(hp_.n_layer);
+  for (const Tensor& t : tensors_) {
+    const TensorDecl& d = t.decl;
+    const bool is_layer = d.layer >= 0 && d.layer < hp_.n_layer;
+    if (is_layer && !owned[d.layer]) continue;
+    const uint8_t* data = file_->tensor_data(*t.info);
+    const MatrixView matrix{t.info->type, t.info->ne[0], t.info->n_rows(), data, row_bytes(t.info->type, t.info->ne[0])};
+    Status status;
+    std::visit(
+        [&](auto slot) {
+          using Slot = decltype(slot);
+          constexpr bool is_vector = std::is_same_v<Slot, VectorView LayerWeights::*> ||
+                                     std::is_same_v<Slot, VectorView GlobalWeights::*>;
+          constexpr bool in_layer = std::is_same_v<Slot, VectorView LayerWeights::*> ||
+                                    std::is_same_v<Slot, MatrixView LayerWeights::*>;
+          auto& target = [&]() -> auto& {
+            if constexpr (in_layer) return w.layers[d.layer].*slot;
+            else return w.global.*slot;
+          }();
+          if constexpr (is_vector) {
+            if (t.info->type != DType::F32) {
+              status = make_error("{}: tensor '{}' must be F32, not {}", file_->path(), d.name, dtype_name(t.info->type));
+              return;
+            }
+            target = VectorView{reinterpret_cast<const float*>(data), t.info->n_elements()};
+          } else {
+            target = matrix;
+          }
+        },
+        d.slot);
+    STRATA_TRY(status);
+  }
+  if (w.global.output.empty()) w.global.output = w.global.token_embd;  // tied embeddings
+  return w;
+}
+
+}  // namespace strata::model

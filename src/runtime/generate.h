@@ -1,0 +1,44 @@
+// The generation loop: prompt in batches, then one token at a time through the sampler.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "sampling/sampler.h"
+
+namespace strata::runtime {
+
+struct GenerationStats {
+  int32_t n_prompt = 0;
+  double prompt_seconds = 0;
+  int32_t n_generated = 0;
+  double generation_seconds = 0;
+  bool stopped_at_eog = false;
+  double prompt_tokens_per_second() const { return prompt_seconds > 0 ? n_prompt / prompt_seconds : 0; }
+  double generation_tokens_per_second() const {
+    return generation_seconds > 0 ? n_generated / generation_seconds : 0;
+  }
+};
+
+// Called for each generated token with its text (complete UTF-8 characters only); return false to stop.
+using TokenCallback = std::function<bool(text::Token token, const std::string& text)>;
+
+struct GenerationRequest {
+  std::vector<text::Token> prompt;
+  int32_t n_predict = 128;  // < 0: until end of generation or the context is full
+  int32_t seq = 0;
+  bool ignore_eos = false;
+};
+
+// Clears the sequence, evaluates the prompt, then samples up to n_predict tokens.
+Result<GenerationStats> generate(Engine& engine, const GenerationRequest& request, sampling::Sampler& sampler,
+                                 const TokenCallback& on_token);
+
+// Evaluates tokens on a cleared sequence in batches of the engine's batch size. Returns the logits of
+// every position when all_logits, else of the last position only.
+Result<std::vector<float>> evaluate_prompt(Engine& engine, int32_t seq, const std::vector<text::Token>& tokens,
+                                           bool all_logits);
+
+}  // namespace strata::runtime

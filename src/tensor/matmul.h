@@ -1,0 +1,55 @@
+// Matrix products of a weight matrix (any supported block type) with f32 activations.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "base/dtype.h"
+#include "tensor/thread_pool.h"
+
+namespace strata::tensor {
+
+// A 2-D weight: `rows` rows of `cols` elements, row r at data + r * row_stride.
+struct MatrixView {
+  DType type = DType::F32;
+  int64_t cols = 0;
+  int64_t rows = 0;
+  const uint8_t* data = nullptr;
+  size_t row_stride = 0;
+
+  bool empty() const { return data == nullptr; }
+  const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_stride; }
+  // Rows [first, first + count) as a matrix of their own (e.g. one expert of a 3-D tensor).
+  MatrixView slice_rows(int64_t first, int64_t count) const {
+    return {type, cols, count, row(first), row_stride};
+  }
+};
+
+// Activations converted once to the weight's vec_dot format, reusable across several matrices of the
+// same type and width (e.g. Q, K and V projections of one input).
+class QuantizedActivations {
+ public:
+  void quantize(DType weight_type, const float* x, int64_t n_tokens, int64_t cols, ThreadPool& pool);
+  DType format() const { return format_; }
+  int64_t cols() const { return cols_; }
+  const uint8_t* row(int64_t t) const { return buf_.data() + static_cast<size_t>(t) * row_bytes_; }
+
+ private:
+  DType format_ = DType::F32;
+  int64_t cols_ = 0;
+  size_t row_bytes_ = 0;
+  std::vector<uint8_t> buf_;
+};
+
+// y[t * y_stride + r] = dot(w.row(r), x[t]) for t < n_tokens, r < w.rows. Each output is one
+// vec_dot call, so results do not depend on the thread count.
+void matmul(const MatrixView& w, const QuantizedActivations& x, int64_t n_tokens, float* y, int64_t y_stride,
+            ThreadPool& pool);
+// Convenience: quantizes x (n_tokens rows of w.cols floats) then multiplies.
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+// Dequantizes row r of w into out (w.cols floats): embedding lookups.
+void dequantize_matrix_row(const MatrixView& w, int64_t r, float* out);
+
+}  // namespace strata::tensor

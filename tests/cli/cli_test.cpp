@@ -1,0 +1,115 @@
+// The strata binary end to end: the commands a user types, on the shared models.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "testing/golden.h"
+#include "testing/process.h"
+#include "testing/shared_data.h"
+
+namespace strata {
+namespace {
+
+using testing::run_command;
+using testing::shell_quote;
+
+std::string strata() { return shell_quote(testing::strata_binary()); }
+
+TEST(Cli, run_prints_the_golden_greedy_continuation_of_stories260K) {
+  testing::Golden g;
+  if (!testing::load_golden("stories260K", g)) return;
+  const auto r = run_command(strata() + " run -m " + shell_quote(g.model_path) +
+                             " -p 'Once upon a time, there was a little girl named Lily.' -n 32 --temp 0 -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(g.json["greedy_text"].get<std::string>()), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
+}
+
+TEST(Cli, info_reads_every_shared_model_and_refuses_gguf_v1) {
+  const auto dir = testing::shared_dir() / "models";
+  ASSERT_TRUE(std::filesystem::exists(dir)) << "shared test data missing: " << dir;
+  int checked = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (entry.path().extension() != ".gguf") continue;
+    const auto r = run_command(strata() + " info -m " + shell_quote(entry.path().string()));
+    if (entry.path().parent_path().filename() == "legacy") {
+      EXPECT_NE(r.exit_code, 0) << entry.path();
+      EXPECT_NE(r.err.find("version 1"), std::string::npos) << r.err;
+    } else {
+      EXPECT_EQ(r.exit_code, 0) << entry.path() << ": " << r.err;
+      EXPECT_NE(r.out.find("GGUF version"), std::string::npos);
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 30);
+}
+
+TEST(Cli, eval_json_has_the_documented_fields) {
+  testing::Golden g;
+  if (!testing::load_golden("stories260K", g)) return;
+  const auto r = run_command(strata() + " eval -m " + shell_quote(g.model_path) +
+                             " -p 'Once upon a time, there was a little girl named Lily.' --top 3 -n 8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["prompt_tokens"].get<std::vector<int32_t>>(), g.prompt_tokens);
+  ASSERT_EQ(j["top"].size(), g.prompt_tokens.size());
+  EXPECT_EQ(j["top"][0].size(), 3u);
+  const auto greedy = j["greedy_tokens"].get<std::vector<int32_t>>();
+  const auto want = g.json["greedy_tokens"].get<std::vector<int32_t>>();
+  ASSERT_EQ(greedy.size(), 8u);
+  EXPECT_TRUE(std::equal(greedy.begin(), greedy.end(), want.begin()));
+}
+
+TEST(Cli, tokenize_prints_the_prompt_ids_with_bos) {
+  STRATA_SHARED_FILE(model, "models/stories260K.gguf");
+  const auto r = run_command(strata() + " tokenize -m " + shell_quote(model) +
+                             " -p 'Once upon a time, there was a little girl named Lily.'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426]\n");
+}
+
+TEST(Cli, perplexity_of_stories260K_matches_llama_perplexity_within_a_tenth_of_a_percent) {
+  STRATA_SHARED_FILE(model, "models/stories260K.gguf");
+  STRATA_SHARED_FILE(text, "golden/ppl-text.txt");
+  STRATA_SHARED_FILE(golden_path, "golden/stories260K.ppl.json");
+  const double want = nlohmann::json::parse(testing::read_text_file(golden_path))["ppl"].get<double>();
+  const auto r = run_command(strata() + " perplexity -m " + shell_quote(model) + " -f " + shell_quote(text) +
+                             " -c 128 -b 128 -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto at = r.out.find("PPL = ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const double ppl = std::stod(r.out.substr(at + 6));
+  EXPECT_NEAR(ppl, want, want * 0.001) << r.out;
+}
+
+TEST(Cli, synth_writes_a_model_that_runs) {
+  const auto path = std::filesystem::temp_directory_path() / "strata_cli_synth_test.gguf";
+  auto r = run_command(strata() + " synth --arch llama --layers 2 --embd 64 --heads 4 --kv-heads 2 --ff 128 -o " +
+                       shell_quote(path.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command(strata() + " run -m " + shell_quote(path.string()) + " -p 'Once upon a time' -n 8 --temp 0");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("generation: 8 tokens"), std::string::npos) << r.err;
+  // Deterministic: the same flags give the same bytes.
+  const auto path2 = std::filesystem::temp_directory_path() / "strata_cli_synth_test2.gguf";
+  r = run_command(strata() + " synth --arch llama --layers 2 --embd 64 --heads 4 --kv-heads 2 --ff 128 -o " +
+                  shell_quote(path2.string()));
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(testing::read_text_file(path), testing::read_text_file(path2));
+  std::filesystem::remove(path);
+  std::filesystem::remove(path2);
+}
+
+TEST(Cli, bad_flags_and_missing_files_give_an_error_and_nonzero_status) {
+  for (const std::string args : {"run -m /nonexistent.gguf -p hi", "run", "frobnicate",
+                                 "synth --layers 0 -o /tmp/x.gguf", "run -m /dev/null -p hi -n -5"}) {
+    const auto r = run_command(strata() + " " + args);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_FALSE(r.err.empty()) << args;
+    EXPECT_LT(r.exit_code, 128) << args << " crashed";
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,129 @@
+// Logits and greedy continuations against llama.cpp's golden outputs, for every golden file of the
+// architectures built so far, in batch and token-by-token mode.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/engine.h"
+#include "runtime/generate.h"
+#include "testing/golden.h"
+#include "testing/shared_data.h"
+
+namespace strata {
+namespace {
+
+using testing::Golden;
+
+struct Diff {
+  double max_abs = 0, sum_abs = 0;
+  int64_t count = 0;
+  double mean() const { return count ? sum_abs / count : 0; }
+};
+
+// Compares one position's logits (full row) with the golden row.
+void accumulate(const Golden& g, size_t pos, const float* ours, Diff& d) {
+  const std::vector<float>& want = g.logits[pos];
+  for (size_t k = 0; k < want.size(); ++k) {
+    const int32_t id = g.topk_ids.empty() ? static_cast<int32_t>(k) : g.topk_ids[pos][k];
+    const double diff = std::abs(static_cast<double>(ours[id]) - want[k]);
+    d.max_abs = std::max(d.max_abs, diff);
+    d.sum_abs += diff;
+    ++d.count;
+  }
+}
+
+std::unique_ptr<runtime::Engine> load(const Golden& g, int32_t threads, int32_t batch) {
+  runtime::EngineOptions o;
+  o.model_path = g.model_path;
+  o.n_ctx = 256;
+  o.n_threads = threads;
+  o.n_batch = batch;
+  auto e = runtime::Engine::load(o);
+  EXPECT_TRUE(e.ok()) << e.error().message;
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+class GoldenParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenParity, batch_logits_match_llama_cpp_within_tolerance) {
+  Golden g;
+  if (!testing::load_golden(GetParam(), g)) return;
+  auto engine = load(g, 2, 256);
+  ASSERT_TRUE(engine);
+  ASSERT_EQ(engine->n_vocab(), g.n_vocab);
+  if (g.json.contains("prompt_text") && g.json["prompt_text"].is_string()) {
+    EXPECT_EQ(engine->vocab().tokenize(g.json["prompt_text"].get<std::string>(), true, false), g.prompt_tokens)
+        << "tokenization of the golden prompt differs";
+  }
+  auto logits = runtime::evaluate_prompt(*engine, 0, g.prompt_tokens, true);
+  ASSERT_TRUE(logits.ok()) << logits.error().message;
+  Diff d;
+  const auto margins = g.json.at("top2_margin_batch").get<std::vector<double>>();
+  const auto argmax = g.json.at("argmax_batch").get<std::vector<int32_t>>();
+  for (size_t i = 0; i < g.prompt_tokens.size(); ++i) {
+    const float* row = logits->data() + i * g.n_vocab;
+    accumulate(g, i, row, d);
+    if (margins[i] > 2 * g.tolerance.max_abs) {
+      EXPECT_EQ(std::max_element(row, row + g.n_vocab) - row, argmax[i]) << "argmax differs at position " << i;
+    }
+  }
+  EXPECT_LE(d.max_abs, g.tolerance.max_abs) << "max abs logit difference";
+  EXPECT_LE(d.mean(), g.tolerance.mean_abs) << "mean abs logit difference";
+  RecordProperty("max_abs_diff", std::to_string(d.max_abs));
+  std::printf("[ golden   ] %s: max abs %.3g, mean abs %.3g (tolerance %.3g / %.3g)\n", g.name.c_str(), d.max_abs,
+              d.mean(), g.tolerance.max_abs, g.tolerance.mean_abs);
+}
+
+TEST_P(GoldenParity, token_by_token_logits_match_llama_cpp_within_tolerance) {
+  Golden g;
+  if (!testing::load_golden(GetParam(), g)) return;
+  auto engine = load(g, 1, 1);
+  ASSERT_TRUE(engine);
+  auto logits = runtime::evaluate_prompt(*engine, 0, g.prompt_tokens, true);
+  ASSERT_TRUE(logits.ok()) << logits.error().message;
+  Diff d;
+  for (size_t i = 0; i < g.prompt_tokens.size(); ++i) accumulate(g, i, logits->data() + i * g.n_vocab, d);
+  EXPECT_LE(d.max_abs, g.tolerance.max_abs);
+  EXPECT_LE(d.mean(), g.tolerance.mean_abs);
+}
+
+TEST_P(GoldenParity, greedy_continuation_matches_until_the_margin_is_too_small) {
+  Golden g;
+  if (!testing::load_golden(GetParam(), g)) return;
+  auto engine = load(g, 2, 256);
+  ASSERT_TRUE(engine);
+  auto logits = runtime::evaluate_prompt(*engine, 0, g.prompt_tokens, false);
+  ASSERT_TRUE(logits.ok()) << logits.error().message;
+  const auto want = g.json.at("greedy_tokens").get<std::vector<int32_t>>();
+  const auto margins = g.json.at("greedy_top2_margin").get<std::vector<double>>();
+  std::vector<float> last = std::move(*logits);
+  size_t checked = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (margins[i] < 2 * g.tolerance.max_abs) break;  // beyond here the sequences may legitimately diverge
+    const int32_t token = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
+    ASSERT_EQ(token, want[i]) << "greedy step " << i;
+    ++checked;
+    model::Batch b;
+    b.add(token, static_cast<int32_t>(g.prompt_tokens.size() + i), 0, true);
+    auto next = engine->decode(b);
+    ASSERT_TRUE(next.ok()) << next.error().message;
+    last = std::move(*next);
+  }
+  std::printf("[ golden   ] %s: %zu of %zu greedy tokens checked\n", g.name.c_str(), checked, want.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Golden, GoldenParity,
+    ::testing::Values("stories260K", "stories260K.long", "TinyStories-656K-Q8_0", "llama-2-tiny-random",
+                      "llama-dense-f32", "llama-dense-f16", "llama-dense-bf16", "llama-dense-q8_0",
+                      "llama-dense-q6_k", "llama-dense-q5_k_m", "llama-dense-q4_k_m", "llama-dense-q4_0",
+                      "llama-dense-iq4_xs", "qwen3-dense-f32"),
+    [](const ::testing::TestParamInfo<std::string>& info) {
+      std::string n = info.param;
+      for (char& c : n) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      return n;
+    });
+
+}  // namespace
+}  // namespace strata
