@@ -1,5 +1,7 @@
-// Tokenizer vocabulary loaded from GGUF metadata: SentencePiece-style ("llama") and byte-level BPE
-// ("gpt2") models, special tokens, BOS/EOS rules, detokenization.
+// Tokenizer vocabulary loaded from GGUF metadata: SentencePiece-style ("llama"), byte-level BPE ("gpt2")
+// and WordPiece ("bert") models, special tokens, BOS/EOS rules, detokenization. Token ids match
+// llama.cpp's llama_tokenize / llama_detokenize for the same file. A loaded Vocab is immutable and safe
+// to use from several threads; no method throws or crashes on any input (invalid UTF-8 included).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,7 @@ enum class TokenType : int32_t {
   Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
 };
 
-enum class VocabKind { Spm, Bpe };
+enum class VocabKind { Spm, Bpe, Wpm };
 
 class Vocab {
  public:
