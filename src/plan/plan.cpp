@@ -7,37 +7,11 @@
 #include <limits>
 #include <sstream>
 
+#include "base/system.h"
 #include "memory/kv_cache.h"
 
 namespace strata::plan {
 namespace {
-
-uint64_t read_cgroup_limit() {
-  // cgroup v2, then v1. "max" or a huge v1 number means no limit.
-  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-    std::ifstream in(path);
-    std::string value;
-    if (in >> value && value != "max") {
-      try {
-        const uint64_t v = std::stoull(value);
-        if (v < (uint64_t{1} << 60)) return v;
-      } catch (...) {
-      }
-    }
-  }
-  return std::numeric_limits<uint64_t>::max();
-}
-
-uint64_t read_meminfo_available() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit) {
-    if (key == "MemAvailable:") return kb * 1024;
-  }
-  return 0;
-}
 
 std::string human_bytes(uint64_t b) {
   if (b >= (uint64_t{1} << 30)) return fmt::format("{:.2f} GiB", b / double(1 << 30));
@@ -57,7 +31,7 @@ Node local_node(int32_t threads) {
   Node n;
   n.name = "local";
   n.threads = threads;
-  n.memory_limit = std::min(read_cgroup_limit(), read_meminfo_available());
+  n.memory_limit = read_memory_facts().available;
   return n;
 }
 
@@ -94,7 +68,7 @@ Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes
                         human_bytes(p.bytes[n].scratch), human_bytes(nodes[n].memory_limit));
     }
   }
-  p.notes.push_back(fmt::format("all {} layers on node '{}' (single node)", hp.n_layer, nodes[0].name));
+  p.decisions.push_back(fmt::format("all {} layers on node '{}' (single node)", hp.n_layer, nodes[0].name));
   return p;
 }
 
@@ -116,7 +90,7 @@ std::string render(const Plan& p) {
                        layers.empty() ? "-" : layers, human_bytes(b.weights), human_bytes(b.kv), human_bytes(b.state),
                        human_bytes(b.scratch), human_bytes(b.total()) + " / " + limit);
   }
-  for (const std::string& note : p.notes) out << "note: " << note << "\n";
+  for (const std::string& note : p.decisions) out << "note: " << note << "\n";
   return out.str();
 }
 

@@ -32,7 +32,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
 
   plan::Request request{n_ctx, options.n_seq, options.n_batch};
   STRATA_ASSIGN(e->plan_, plan::make_plan(*e->model_, {plan::local_node(n_threads)}, request));
-  for (const std::string& note : e->plan_.notes) spdlog::info("plan: {}", note);
+  for (const std::string& note : e->plan_.decisions) spdlog::info("plan: {}", note);
 
   const std::vector<uint8_t> owned = e->plan_.owned_by(0);
   STRATA_ASSIGN(e->weights_, e->model_->bind(owned));

@@ -1,0 +1,26 @@
+// Facts about this machine that placement depends on: usable memory (cgroup-aware) and CPU features.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct MemoryFacts {
+  uint64_t limit = 0;      // usable bytes: the smaller of the cgroup limit and physical memory
+  uint64_t available = 0;  // usable now: limit minus what the cgroup already uses, capped by MemAvailable
+  bool cgroup_limited = false;
+};
+
+// Reads cgroup v2 (memory.max, memory.current) or v1 (memory.limit_in_bytes, memory.usage_in_bytes)
+// under `cgroup_root`, and `meminfo` (a /proc/meminfo-format file). Missing files mean no limit.
+MemoryFacts read_memory_facts(const std::string& cgroup_root = "/sys/fs/cgroup",
+                              const std::string& meminfo = "/proc/meminfo");
+
+// CPU features relevant to the kernels, e.g. {"avx2", "fma", "f16c", "avx512f", "avx512_vnni"}.
+std::vector<std::string> cpu_features();
+
+int32_t hardware_threads();
+
+}  // namespace strata
