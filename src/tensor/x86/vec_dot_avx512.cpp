@@ -1,0 +1,566 @@
+// AVX-512 (F/BW/VL/DQ) dot products, each in two flavours chosen at run time: with AVX512-VNNI
+// (vpdpbusd/vpdpwssd) and without (vpmaddubsw/vpmaddwd). Super-block kernels process 64 weights per
+// 512-bit register in natural element order and form the whole super-block's integer sum before
+// a single float multiply-add. Float-accumulation bound vs the scalar reference as in the AVX2 file:
+//   |simd - scalar| <= 2^-22 * (n/32 + 16) * M,  M = sum_i |a_i| * (|w_i| + |min term_i|).
+// Only intrinsics and internal-linkage helpers here (see blocks.h on why).
+// GCC 12's _mm512_undefined_* ("__Y = __Y") trips -Wuninitialized when inlined (GCC bug 105593,
+// fixed in 13); the diagnostic is attributed to the header, so it is silenced before including it.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "tensor/blocks.h"
+
+namespace strata::tensor::detail {
+namespace {
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline __m512i bcast256(const void* p) { return _mm512_broadcast_i64x4(load256(p)); }
+
+inline float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// acc += per-lane integer dot of u (unsigned bytes) and s (signed bytes) times per-lane scales.
+// V: vpdpbusd lanes are sums of four products, |sum| < 2^15 for every format here, so each lane is
+// a sign-extended int16 and vpdpwssd against (scale, 0) pairs multiplies it by the scale.
+// !V: vpmaddubsw pairs times int16 scales. The scale vector comes from scale_vec.
+template <bool V>
+inline __m512i dot_scaled(__m512i acc, __m512i u, __m512i s, __m512i scale) {
+  if constexpr (V) {
+    return _mm512_dpwssd_epi32(acc, _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s), scale);
+  } else {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), scale));
+  }
+}
+
+// Scales for one 64-element chunk, one int16 per position: position i covers chunk elements 2i and
+// 2i+1 (V: int32 lane i/2 covers elements 4(i/2)..+3 and odd positions are zero), so it takes the
+// scale of group (64*chunk + 2i) / group_size. Built with vpshufb from a 128-bit-lane broadcast of
+// eight int16 scales (for 16-element groups: groups 8h..8h+7, h = chunk / 2).
+template <bool V>
+struct ScaleCtrl {
+  __m512i ctrl[4];
+  explicit ScaleCtrl(int group) {
+    for (int c = 0; c < 4; ++c) {
+      alignas(64) int8_t v[64];
+      for (int b = 0; b < 64; ++b) {
+        const int e = V ? 64 * c + 4 * (b / 4) : 64 * c + 2 * (b / 2);
+        const int g = (e / group) % 8;
+        v[b] = static_cast<int8_t>(V && b % 4 >= 2 ? -128 : 2 * g + b % 2);
+      }
+      ctrl[c] = _mm512_load_si512(v);
+    }
+  }
+};
+
+inline __m512i scale_vec(__m512i ctrl, __m512i bc) { return _mm512_shuffle_epi8(bc, ctrl); }
+inline __m512i bcast8x16(__m128i x) { return _mm512_broadcast_i32x4(x); }
+
+// Byte masks selecting bit 2c in the low 32 bytes and bit 2c+1 in the high 32 bytes: the high bit
+// planes (Q3_K hmask, Q5_K qh) for 64-element chunk c when the 32 plane bytes are broadcast.
+inline __m512i plane_bits(int c) {
+  const __m256i lo = _mm256_set1_epi8(static_cast<char>(1 << (2 * c)));
+  const __m256i hi = _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1)));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// Per-16-bit-word shift counts: a in the low 256 bits, b in the high 256 bits.
+inline __m512i counts(int a, int b) {
+  return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(a)), _mm256_set1_epi16(static_cast<int16_t>(b)), 1);
+}
+
+// ---------------------------------------------------------------- float formats
+
+float dot_f32(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const float*>(vw);
+  const auto* a = static_cast<const float*>(va);
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    #pragma GCC unroll 8
+    for (int k = 0; k < 4; ++k) {
+      acc[k] = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16 * k), _mm512_loadu_ps(a + i + 16 * k), acc[k]);
+    }
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - i)) - 1);
+    acc[0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + i), _mm512_maskz_loadu_ps(m, a + i), acc[0]);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+
+template <bool kBf16>
+inline __m512 load_half16(const uint16_t* p, __mmask16 m) {
+  const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+  if constexpr (kBf16) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm512_cvtph_ps(h);
+  }
+}
+
+template <bool kBf16>
+float dot_half(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const uint16_t*>(vw);
+  const auto* a = static_cast<const uint16_t*>(va);
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    #pragma GCC unroll 8
+    for (int k = 0; k < 4; ++k) {
+      acc[k] = _mm512_fmadd_ps(load_half16<kBf16>(w + i + 16 * k, 0xffff),
+                               load_half16<kBf16>(a + i + 16 * k, 0xffff), acc[k]);
+    }
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - i)) - 1);
+    acc[0] = _mm512_fmadd_ps(load_half16<kBf16>(w + i, m), load_half16<kBf16>(a + i, m), acc[0]);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+
+// ---------------------------------------------------------------- 32-element blocks
+// Eight blocks per step, two per 512-bit register; block scales are fetched four at a time with
+// fields4 (vpgatherdd is slower here). Leftover blocks go one per 256-bit register.
+
+enum class Mode { kSigned, kUnsigned, kOffset8, kOffset16 };
+
+inline __m256i nibbles32(const uint8_t* p) {
+  const __m128i t = load128(p);
+  const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
+  return _mm256_and_si256(b, _mm256_set1_epi8(0x0f));
+}
+
+// Two blocks' nibbles in element order: 128-bit lanes [q0 & 15, q0 >> 4, q1 & 15, q1 >> 4].
+inline __m512i nibbles64(const uint8_t* p0, const uint8_t* p1) {
+  const __m512i x = _mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(p0)), load128(p1), 1));
+  const __m512i d = _mm512_shuffle_i64x2(x, x, _MM_SHUFFLE(1, 1, 0, 0));
+  return _mm512_and_si512(_mm512_mask_srli_epi16(d, 0xff00ff00u, d, 4), _mm512_set1_epi8(0x0f));
+}
+
+inline __m512i pair256(const void* p0, const void* p1) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(p0)), load256(p1), 1);
+}
+
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+inline __m256i add_bit4(__m256i q, const uint8_t* qh) {
+  return _mm256_mask_add_epi8(q, static_cast<__mmask32>(load_u32(qh)), q, _mm256_set1_epi8(0x10));
+}
+inline __m512i add_bit4(__m512i q, const uint8_t* qh0, const uint8_t* qh1) {
+  const uint64_t bits = load_u32(qh0) | (static_cast<uint64_t>(load_u32(qh1)) << 32);
+  return _mm512_mask_add_epi8(q, static_cast<__mmask64>(bits), q, _mm512_set1_epi8(0x10));
+}
+
+// Integer block dot: int32 lanes, each the sum of four products. kSigned: both signed (uses |q|
+// and y negated where q < 0); kUnsigned: q in [0, 127]; kOffsetN: q unsigned, stored value q+N.
+template <bool V, Mode M>
+inline __m512i dot_mode(__m512i q, __m512i y) {
+  const __m512i zero = _mm512_setzero_si512();
+  if constexpr (M == Mode::kSigned) {
+    const __m512i ax = _mm512_abs_epi8(q);
+    const __m512i sy = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(q), zero, y);
+    if constexpr (V) return _mm512_dpbusd_epi32(zero, ax, sy);
+    else return _mm512_madd_epi16(_mm512_maddubs_epi16(ax, sy), _mm512_set1_epi16(1));
+  } else if constexpr (M == Mode::kUnsigned) {
+    if constexpr (V) return _mm512_dpbusd_epi32(zero, q, y);
+    else return _mm512_madd_epi16(_mm512_maddubs_epi16(q, y), _mm512_set1_epi16(1));
+  } else {
+    const __m512i off = _mm512_set1_epi8(M == Mode::kOffset8 ? 8 : 16);
+    if constexpr (V) return _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, q, y), _mm512_dpbusd_epi32(zero, off, y));
+    else return _mm512_madd_epi16(_mm512_sub_epi16(_mm512_maddubs_epi16(q, y), _mm512_maddubs_epi16(off, y)),
+                                  _mm512_set1_epi16(1));
+  }
+}
+
+template <bool V, Mode M>
+inline __m256i dot_mode(__m256i q, __m256i y) {
+  const __m256i zero = _mm256_setzero_si256();
+  if constexpr (M == Mode::kSigned) {
+    const __m256i ax = _mm256_abs_epi8(q);
+    const __m256i sy = _mm256_mask_sub_epi8(y, _mm256_movepi8_mask(q), zero, y);
+    if constexpr (V) return _mm256_dpbusd_epi32(zero, ax, sy);
+    else return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
+  } else if constexpr (M == Mode::kUnsigned) {
+    if constexpr (V) return _mm256_dpbusd_epi32(zero, q, y);
+    else return _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), _mm256_set1_epi16(1));
+  } else {
+    const __m256i off = _mm256_set1_epi8(M == Mode::kOffset8 ? 8 : 16);
+    if constexpr (V) return _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, q, y), _mm256_dpbusd_epi32(zero, off, y));
+    else return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(off, y)),
+                                  _mm256_set1_epi16(1));
+  }
+}
+
+// Per-format traits: block types, integer mode, whether m_w * s_a terms exist, and unpackers for
+// one block (256-bit) and two blocks (512-bit) into weight bytes in element order.
+struct Q8_0Fmt {
+  using W = BlockQ8_0;
+  using A = BlockQ8_0;
+  static constexpr Mode kMode = Mode::kSigned;
+  static constexpr bool kMin = false;
+  static __m256i one(const W& b) { return load256(b.qs); }
+  static __m512i two(const W& b0, const W& b1) { return pair256(b0.qs, b1.qs); }
+};
+struct Q4_0Fmt {
+  using W = BlockQ4_0;
+  using A = BlockQ8_0;
+  static constexpr Mode kMode = Mode::kOffset8;
+  static constexpr bool kMin = false;
+  static __m256i one(const W& b) { return nibbles32(b.qs); }
+  static __m512i two(const W& b0, const W& b1) { return nibbles64(b0.qs, b1.qs); }
+};
+struct Q5_0Fmt {
+  using W = BlockQ5_0;
+  using A = BlockQ8_0;
+  static constexpr Mode kMode = Mode::kOffset16;
+  static constexpr bool kMin = false;
+  static __m256i one(const W& b) { return add_bit4(nibbles32(b.qs), b.qh); }
+  static __m512i two(const W& b0, const W& b1) { return add_bit4(nibbles64(b0.qs, b1.qs), b0.qh, b1.qh); }
+};
+struct Iq4NlFmt {
+  using W = BlockIQ4NL;
+  using A = BlockQ8_0;
+  static constexpr Mode kMode = Mode::kSigned;
+  static constexpr bool kMin = false;
+  static __m256i one(const W& b) {
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(load128(kIq4Values)), nibbles32(b.qs));
+  }
+  static __m512i two(const W& b0, const W& b1) {
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(load128(kIq4Values)), nibbles64(b0.qs, b1.qs));
+  }
+};
+struct Q4_1Fmt {
+  using W = BlockQ4_1;
+  using A = BlockQ8_1;
+  static constexpr Mode kMode = Mode::kUnsigned;
+  static constexpr bool kMin = true;
+  static __m256i one(const W& b) { return nibbles32(b.qs); }
+  static __m512i two(const W& b0, const W& b1) { return nibbles64(b0.qs, b1.qs); }
+};
+struct Q5_1Fmt {
+  using W = BlockQ5_1;
+  using A = BlockQ8_1;
+  static constexpr Mode kMode = Mode::kUnsigned;
+  static constexpr bool kMin = true;
+  static __m256i one(const W& b) { return add_bit4(nibbles32(b.qs), b.qh); }
+  static __m512i two(const W& b0, const W& b1) { return add_bit4(nibbles64(b0.qs, b1.qs), b0.qh, b1.qh); }
+};
+
+// The f16 fields of four consecutive blocks at p, as floats: lanes 0-3 are the words at byte 0 of
+// each block (d), lanes 4-7 the words at byte 2 (m or s; unused otherwise). Two 64-byte loads (the
+// second masked to the four blocks) and one word permute replace eight scalar conversions.
+template <typename B>
+inline __m256 fields4(const B* p) {
+  constexpr int kStep = static_cast<int>(sizeof(B)) / 2;  // words per block
+  static_assert(sizeof(B) % 2 == 0 && 4 * sizeof(B) > 64 && 3 * kStep + 1 < 64);
+  constexpr int kHiWords = 4 * sizeof(B) >= 128 ? 32 : static_cast<int>(4 * sizeof(B) - 64) / 2;
+  alignas(64) static constexpr int16_t kIdx[32] = {0, kStep, 2 * kStep, 3 * kStep, 1, kStep + 1, 2 * kStep + 1,
+                                                   3 * kStep + 1};
+  const __m512i lo = _mm512_loadu_si512(p);
+  const __m512i hi = _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << kHiWords) - 1),
+                                              reinterpret_cast<const char*>(p) + 64);
+  const __m512i idx = _mm512_load_si512(kIdx);
+  return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(lo, idx, hi)));
+}
+
+template <bool V, typename F>
+float dot_blocks32(int64_t n, const void* vw, const void* va) {
+  using W = typename F::W;
+  using A = typename F::A;
+  const auto* w = static_cast<const W*>(vw);
+  const auto* a = static_cast<const A*>(va);
+  const int64_t nb = n / kQK;
+  // Broadcast selectors: lanes 0-7 from scale 2k, lanes 8-15 from scale 2k+1.
+  const __m512i sel0 = _mm512_inserti64x4(_mm512_set1_epi32(0), _mm256_set1_epi32(1), 1);
+  const __m512i sel1 = _mm512_inserti64x4(_mm512_set1_epi32(2), _mm256_set1_epi32(3), 1);
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  __m256 acc_min = _mm256_setzero_ps();  // lanes 4-7: sum of m_w * s_a
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const int64_t j = i + 4 * h;
+      const __m256 fw = fields4(w + j), fa = fields4(a + j);
+      const __m512 scale = _mm512_castps256_ps512(_mm256_mul_ps(fw, fa));
+      if constexpr (F::kMin) acc_min = _mm256_fmadd_ps(fw, fa, acc_min);
+      const __m512i p0 = dot_mode<V, F::kMode>(F::two(w[j], w[j + 1]), pair256(a[j].qs, a[j + 1].qs));
+      const __m512i p1 = dot_mode<V, F::kMode>(F::two(w[j + 2], w[j + 3]), pair256(a[j + 2].qs, a[j + 3].qs));
+      acc[2 * h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_permutexvar_ps(sel0, scale), acc[2 * h]);
+      acc[2 * h + 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_permutexvar_ps(sel1, scale), acc[2 * h + 1]);
+    }
+  }
+  __m256 tail = _mm256_setzero_ps();
+  float tail_min = 0.0f;
+  for (; i < nb; ++i) {
+    const __m256i p = dot_mode<V, F::kMode>(F::one(w[i]), load256(a[i].qs));
+    tail = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), _mm256_cvtepi32_ps(p), tail);
+    if constexpr (F::kMin) tail_min += h2f(w[i].m) * h2f(a[i].s);
+  }
+  float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))) +
+              hsum256(tail);
+  if constexpr (F::kMin) {
+    __m128 m = _mm256_extractf128_ps(acc_min, 1);
+    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+    sum += _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m))) + tail_min;
+  }
+  return sum;
+}
+
+// ---------------------------------------------------------------- super-blocks against Q8_K
+
+// The sixteen Q3_K scales (6-bit value - 32) as signed bytes, unpacked in registers (writing them
+// to memory and reloading as a vector would stall on store forwarding).
+inline __m128i q3k_scales_i8(const uint8_t* s) {
+  uint32_t top;
+  std::memcpy(&top, s + 8, 4);
+  const __m128i lo8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s));
+  const __m128i m4 = _mm_set1_epi8(0x0f);
+  // Low 4 bits: bytes 0..7 low nibbles (scales 0..7), then their high nibbles (scales 8..15).
+  const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(lo8, m4), _mm_and_si128(_mm_srli_epi16(lo8, 4), m4));
+  // High 2 bits: scale j takes bits 2*(j/4) of byte 8 + j%4, i.e. dword j/4 of `top` shifted by 2*(j/4).
+  const __m128i t = _mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(top)), _mm_setr_epi32(0, 2, 4, 6));
+  const __m128i high = _mm_slli_epi16(_mm_and_si128(t, _mm_set1_epi8(3)), 4);
+  return _mm_sub_epi8(_mm_or_si128(low, high), _mm_set1_epi8(32));
+}
+
+// Q4_K/Q5_K: the twelve packed bytes at s (four bytes past them are read and ignored) unpacked to
+// sixteen bytes [sc0..sc7, m0..m7] (see unpack_k4_scales in blocks.h), in registers.
+inline __m128i k4_scales_mins(const uint8_t* s) {
+  const __m128i v = load128(s);
+  // Low bits: sc0-3 = b0-3 & 63, sc4-7 = b8-11 & 15, m0-3 = b4-7 & 63, m4-7 = b8-11 >> 4.
+  const __m128i a1 = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, -1, -1, -1, -1));
+  const __m128i a2 = _mm_shuffle_epi8(_mm_srli_epi16(v, 4),
+                                      _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 8, 9, 10, 11));
+  const __m128i low = _mm_and_si128(_mm_or_si128(a1, a2),
+                                    _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15));
+  // High 2 bits of sc4-7 / m4-7: the top bits of b0-3 / b4-7, moved to bits 4-5.
+  const __m128i high = _mm_and_si128(
+      _mm_shuffle_epi8(_mm_srli_epi16(v, 2), _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7)),
+      _mm_set1_epi8(0x30));
+  return _mm_or_si128(low, high);
+}
+
+// Q4_K / Q5_K. Chunk c (elements 64c..64c+63) is the 32 bytes qs[32c..] broadcast to both halves,
+// low nibbles in the low half (sub-block 2c) and high nibbles in the high half (sub-block 2c+1).
+template <bool V, bool kFive, typename Block>
+float dot_q45_k(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const Block*>(vw);
+  const auto* a = static_cast<const BlockQ8K*>(va);
+  static const ScaleCtrl<V> sctl(32);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  __m512i bits[4];
+  for (int c = 0; c < 4; ++c) bits[c] = plane_bits(c);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 acc_m = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const __m128i scm = k4_scales_mins(w[i].scales);
+    const __m512i sc = bcast8x16(_mm_cvtepu8_epi16(scm));
+    const __m128i mdup = _mm_shuffle_epi8(scm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15));
+    const __m256i summ = _mm256_madd_epi16(load256(a[i].bsums), _mm256_cvtepu8_epi16(mdup));
+    // d and dmin are adjacent halves: convert both at once, times the activation scale.
+    uint32_t ddm;
+    std::memcpy(&ddm, &w[i].d, 4);
+    const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(ddm))), _mm_set1_ps(a[i].d));
+    acc_m = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), _mm256_cvtepi32_ps(summ), acc_m);
+
+    __m512i qh;
+    if constexpr (kFive) qh = bcast256(w[i].qh);
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 8
+    for (int c = 0; c < 4; ++c) {
+      __m512i q = bcast256(w[i].qs + 32 * c);
+      q = _mm512_and_si512(_mm512_mask_srli_epi16(q, 0xffff0000u, q, 4), m4);
+      if constexpr (kFive) {
+        q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bits[c]), q, _mm512_set1_epi8(0x10));
+      }
+      const __m512i y = load512(a[i].qs + 64 * c);
+      if (c & 1) {
+        s1 = dot_scaled<V>(s1, q, y, scale_vec(sctl.ctrl[c], sc));
+      } else {
+        s0 = dot_scaled<V>(s0, q, y, scale_vec(sctl.ctrl[c], sc));
+      }
+    }
+    acc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc);
+  }
+  return _mm512_reduce_add_ps(acc) - hsum256(acc_m);
+}
+
+// Q6_K. Per half h: low nibbles of ql[64h..64h+63] are elements 0..63 of the half in order, high
+// nibbles elements 64..127; the two high bits come from qh[32h..] (bit pair 2g for quarter g).
+template <bool V>
+float dot_q6_k(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const BlockQ6K*>(vw);
+  const auto* a = static_cast<const BlockQ8K*>(va);
+  static const ScaleCtrl<V> sctl(16);
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+  const __m512i shl_4_2 = counts(4, 2), shr_0_2 = counts(0, 2);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const __m256i sc16 = _mm256_cvtepi8_epi16(load128(w[i].scales));
+    const __m512i sc[2] = {bcast8x16(_mm256_castsi256_si128(sc16)), bcast8x16(_mm256_extracti128_si256(sc16, 1))};
+    // Stored values are q+32: subtract 32 * sum_g sc_g * bsums_g.
+    const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(load256(a[i].bsums), sc16), 5);
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 8
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = load512(w[i].ql + 64 * h);
+      const __m512i qh = bcast256(w[i].qh + 32 * h);
+      const __m512i h0 = _mm512_and_si512(_mm512_sllv_epi16(qh, shl_4_2), m30);
+      const __m512i h1 = _mm512_and_si512(_mm512_srlv_epi16(qh, shr_0_2), m30);
+      // (x & m4) | h: ternary-logic truth table 0xEA = (A & B) | C.
+      const __m512i q0 = _mm512_ternarylogic_epi64(ql, m4, h0, 0xEA);
+      const __m512i q1 = _mm512_ternarylogic_epi64(_mm512_srli_epi16(ql, 4), m4, h1, 0xEA);
+      s0 = dot_scaled<V>(s0, q0, load512(a[i].qs + 128 * h), scale_vec(sctl.ctrl[2 * h], sc[h]));
+      s1 = dot_scaled<V>(s1, q1, load512(a[i].qs + 128 * h + 64), scale_vec(sctl.ctrl[2 * h + 1], sc[h]));
+    }
+    const __m512i sumi = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_zextsi256_si512(corr));
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(a[i].d * h2f(w[i].d)), _mm512_cvtepi32_ps(sumi), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+// Q3_K (kThree) / Q2_K. Per half h the 32 bytes qs[32h..] hold four 2-bit planes; chunk 2h takes
+// planes 0/1 (low/high 32 bytes), chunk 2h+1 planes 2/3.
+template <bool V, bool kThree, typename Block>
+float dot_q23_k(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const Block*>(vw);
+  const auto* a = static_cast<const BlockQ8K*>(va);
+  static const ScaleCtrl<V> sctl(16);
+  const __m512i m3 = _mm512_set1_epi8(3);
+  const __m512i shr[2] = {counts(0, 2), counts(4, 6)};
+  __m512i bits[4];
+  for (int c = 0; c < 4; ++c) bits[c] = plane_bits(c);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 acc_m = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const __m256i bsums = load256(a[i].bsums);
+    __m256i sc16, corr;
+    if constexpr (kThree) {
+      sc16 = _mm256_cvtepi8_epi16(q3k_scales_i8(w[i].scales));
+      // Stored values are q+4 (0..7): subtract 4 * sum_g sc_g * bsums_g.
+      corr = _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 2);
+    } else {
+      const __m128i raw = load128(w[i].scales);
+      sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(15)));
+      const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15)));
+      acc_m = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(w[i].dmin)),
+                              _mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, mins)), acc_m);
+      corr = _mm256_setzero_si256();
+    }
+    const __m512i sc[2] = {bcast8x16(_mm256_castsi256_si128(sc16)), bcast8x16(_mm256_extracti128_si256(sc16, 1))};
+    __m512i hm;
+    if constexpr (kThree) hm = bcast256(w[i].hmask);
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 8
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q2 = bcast256(w[i].qs + 32 * h);
+      #pragma GCC unroll 8
+      for (int k = 0; k < 2; ++k) {
+        const int c = 2 * h + k;
+        __m512i q = _mm512_and_si512(_mm512_srlv_epi16(q2, shr[k]), m3);
+        if constexpr (kThree) {
+          q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(hm, bits[c]), q, _mm512_set1_epi8(4));
+        }
+        const __m512i y = load512(a[i].qs + 64 * c);
+        if (k) {
+          s1 = dot_scaled<V>(s1, q, y, scale_vec(sctl.ctrl[c], sc[h]));
+        } else {
+          s0 = dot_scaled<V>(s0, q, y, scale_vec(sctl.ctrl[c], sc[h]));
+        }
+      }
+    }
+    const __m512i sumi = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_zextsi256_si512(corr));
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(a[i].d * h2f(w[i].d)), _mm512_cvtepi32_ps(sumi), acc);
+  }
+  return _mm512_reduce_add_ps(acc) - hsum256(acc_m);
+}
+
+// IQ4_XS. Code points are signed (|K| <= 127), so products use |K| and the activation negated
+// where K < 0 (nibble < 8); vpmaddubsw pair sums stay below 2^15 but sums of four would not, so
+// both flavours use the vpmaddubsw + vpmaddwd(scale) path.
+float dot_iq4_xs(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const BlockIQ4XS*>(vw);
+  const auto* a = static_cast<const BlockQ8K*>(va);
+  static const ScaleCtrl<false> sctl(32);
+  alignas(16) int8_t abs_values[16];
+  for (int j = 0; j < 16; ++j) abs_values[j] = static_cast<int8_t>(kIq4Values[j] < 0 ? -kIq4Values[j] : kIq4Values[j]);
+  const __m512i table = _mm512_broadcast_i32x4(load128(abs_values));
+  const __m512i m4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    // Sub-block scales ls - 32 as int16, built in registers: low 4 bits are the nibbles of
+    // scales_l in order, high 2 bits are bit pairs of scales_h.
+    uint32_t sl;
+    std::memcpy(&sl, w[i].scales_l, 4);
+    const __m128i nib = _mm_unpacklo_epi8(_mm_cvtsi32_si128(static_cast<int>(sl & 0x0f0f0f0fu)),
+                                          _mm_cvtsi32_si128(static_cast<int>((sl >> 4) & 0x0f0f0f0fu)));
+    const __m256i hi2 = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(w[i].scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(nib), _mm256_slli_epi32(hi2, 4)),
+                                        _mm256_set1_epi32(32));
+    const __m512i sc = bcast8x16(_mm256_cvtepi32_epi16(ls));
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 8
+    for (int c = 0; c < 4; ++c) {
+      // 128-bit lanes [B0, B0>>4, B1, B1>>4] for the 32 bytes B0|B1 of sub-blocks 2c, 2c+1.
+      const __m512i b = bcast256(w[i].qs + 32 * c);
+      __m512i q = _mm512_shuffle_i64x2(b, b, _MM_SHUFFLE(1, 1, 0, 0));
+      q = _mm512_and_si512(_mm512_mask_srli_epi16(q, 0xff00ff00u, q, 4), m4);
+      const __m512i k = _mm512_shuffle_epi8(table, q);
+      const __m512i y = load512(a[i].qs + 64 * c);
+      const __m512i sy = _mm512_mask_sub_epi8(y, _mm512_cmplt_epu8_mask(q, eight), _mm512_setzero_si512(), y);
+      if (c & 1) {
+        s1 = dot_scaled<false>(s1, k, sy, scale_vec(sctl.ctrl[c], sc));
+      } else {
+        s0 = dot_scaled<false>(s0, k, sy, scale_vec(sctl.ctrl[c], sc));
+      }
+    }
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(a[i].d * h2f(w[i].d)), _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+template <bool V>
+VecDotFn table(DType w) {
+  switch (w) {
+    case DType::F32: return dot_f32;
+    case DType::F16: return dot_half<false>;
+    case DType::BF16: return dot_half<true>;
+    case DType::Q4_0: return dot_blocks32<V, Q4_0Fmt>;
+    case DType::Q4_1: return dot_blocks32<V, Q4_1Fmt>;
+    case DType::Q5_0: return dot_blocks32<V, Q5_0Fmt>;
+    case DType::Q5_1: return dot_blocks32<V, Q5_1Fmt>;
+    case DType::Q8_0: return dot_blocks32<V, Q8_0Fmt>;
+    case DType::IQ4_NL: return dot_blocks32<V, Iq4NlFmt>;
+    case DType::Q2_K: return dot_q23_k<V, false, BlockQ2K>;
+    case DType::Q3_K: return dot_q23_k<V, true, BlockQ3K>;
+    case DType::Q4_K: return dot_q45_k<V, false, BlockQ4K>;
+    case DType::Q5_K: return dot_q45_k<V, true, BlockQ5K>;
+    case DType::Q6_K: return dot_q6_k<V>;
+    case DType::IQ4_XS: return dot_iq4_xs;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+VecDotFn avx512_vec_dot(DType w, bool vnni) { return vnni ? table<true>(w) : table<false>(w); }
+
+}  // namespace strata::tensor::detail
