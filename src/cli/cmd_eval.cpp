@@ -44,7 +44,8 @@ Command add_eval(CLI::App& app) {
   cmd->add_flag("--json", f->json, "print JSON (prompt_tokens, top, greedy_tokens, greedy_text)");
 
   return [f]() -> int {
-    auto engine = runtime::Engine::load(f->model.engine_options());
+    runtime::LocalWorkers workers;
+    auto engine = load_engine(f->model, workers);
     if (!engine.ok()) return fail(engine.error());
     runtime::Engine& e = **engine;
     const std::vector<text::Token> prompt = e.vocab().tokenize(f->prompt, true, false);

@@ -25,7 +25,8 @@ Command add_perplexity(CLI::App& app) {
     ss << in.rdbuf();
     if (!in && !in.eof()) return fail(Error{"cannot read " + f->file});
     const int32_t chunk = f->model.n_ctx;
-    auto engine = runtime::Engine::load(f->model.engine_options());
+    runtime::LocalWorkers workers;
+    auto engine = load_engine(f->model, workers);
     if (!engine.ok()) return fail(engine.error());
     const auto tokens = (*engine)->vocab().tokenize(ss.str(), true, false);
     fmt::print(stderr, "{} tokens, chunks of {}\n", tokens.size(), chunk);

@@ -30,7 +30,8 @@ Command add_run(CLI::App& app) {
 
   return [f]() -> int {
     if (auto s = sampling::validate(f->sampling); !s.ok()) return fail(s.error());
-    auto engine = runtime::Engine::load(f->model.engine_options());
+    runtime::LocalWorkers workers;
+    auto engine = load_engine(f->model, workers);
     if (!engine.ok()) return fail(engine.error());
     runtime::Engine& e = **engine;
     runtime::GenerationRequest request;

@@ -2,16 +2,9 @@
 
 #include <fmt/core.h>
 
-namespace strata::cli {
+#include "net/model_identity.h"
 
-runtime::EngineOptions ModelFlags::engine_options() const {
-  runtime::EngineOptions o;
-  o.model_path = model;
-  o.n_ctx = n_ctx;
-  o.n_threads = n_threads;
-  o.n_batch = n_batch;
-  return o;
-}
+namespace strata::cli {
 
 void add_model_flags(CLI::App& cmd, ModelFlags& f, bool with_context) {
   cmd.add_option("-m,--model", f.model, "GGUF model file")->required()->check(CLI::ExistingFile);
@@ -19,10 +12,84 @@ void add_model_flags(CLI::App& cmd, ModelFlags& f, bool with_context) {
     cmd.add_option("-c,--ctx-size", f.n_ctx, "context size in tokens (0: min(4096, training context))")
         ->check(CLI::Range(0, 1 << 24));
     cmd.add_option("-b,--batch-size", f.n_batch, "largest batch of prompt tokens per decode call")
-        ->check(CLI::Range(1, 1 << 16));
+        ->capture_default_str()->check(CLI::Range(1, 1 << 16));
   }
   cmd.add_option("-t,--threads", f.n_threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
+  add_cluster_flags(cmd, f.cluster);
 }
+
+void add_cluster_flags(CLI::App& cmd, ClusterFlags& f) {
+  const char* group = "Cluster";
+  cmd.add_option("--rpc", f.rpc, "workers, comma separated: host:port,host:port")->group(group);
+  cmd.add_option("--tensor-split", f.tensor_split,
+                 "(-ts) layer ratios over the workers in --rpc order, e.g. 3,2; one extra leading value puts "
+                 "this machine first")->group(group);
+  cmd.add_option("--n-gpu-layers", f.n_gpu_layers, "(-ngl) layers on the workers (the last N, output included); "
+                 "the rest stay here")->group(group)->check(CLI::Range(0, 1 << 20));
+  cmd.add_option("--override-tensor", f.overrides,
+                 "(-ot) pin tensors: REGEX=NODE[,REGEX=NODE...]; NODE is local/CPU, host:port or RPC<n>[host:port]; "
+                 "a layer whose tensors are all pinned to one node is owned by that node")->group(group);
+  cmd.add_flag("--strict-placement", f.strict_placement, "fail (exit 2) when -ot overrides -ts/-ngl")->group(group);
+  cmd.add_option("--local-workers", f.local_workers, "start N workers on loopback for this run")
+      ->group(group)->check(CLI::Range(0, 16));
+  cmd.add_option("--worker-threads", f.worker_threads, "threads per worker (0: the worker's own)")
+      ->group(group)->check(CLI::Range(0, 1024));
+  cmd.add_option("--token", f.token, "shared token for the workers")->group(group);
+  cmd.add_option("--token-file", f.token_file, "read the token from a file")->group(group);
+  cmd.add_option("--tls-ca", f.tls_ca, "CA certificate (PEM) that signs the workers' certificates")->group(group);
+  cmd.add_option("--tls-cert", f.tls_cert, "client certificate for mutual TLS")->group(group);
+  cmd.add_option("--tls-key", f.tls_key, "client key for mutual TLS")->group(group);
+  cmd.add_option("--rpc-timeout", f.timeout_ms, "deadline of each call to a worker, ms")
+      ->capture_default_str()->group(group)->check(CLI::Range(100, 3600000));
+}
+
+Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::LocalWorkers& workers) {
+  runtime::EngineOptions o;
+  o.model_path = f.model;
+  o.n_ctx = f.n_ctx;
+  o.n_threads = f.n_threads;
+  o.n_batch = f.n_batch;
+  o.n_seq = f.n_seq;
+  const ClusterFlags& c = f.cluster;
+  runtime::ClusterOptions& cluster = o.cluster;
+  if (!c.rpc.empty()) {
+    STRATA_ASSIGN(cluster.workers, plan::parse_rpc_list(c.rpc));
+  }
+  if (!c.tensor_split.empty()) {
+    STRATA_ASSIGN(cluster.tensor_split, plan::parse_tensor_split(c.tensor_split));
+  }
+  cluster.n_gpu_layers = c.n_gpu_layers;
+  for (const std::string& text : c.overrides) {
+    STRATA_ASSIGN(std::vector<plan::TensorOverride> rules, plan::parse_overrides(text));
+    cluster.overrides.insert(cluster.overrides.end(), rules.begin(), rules.end());
+  }
+  cluster.strict_placement = c.strict_placement;
+  cluster.timeout_ms = c.timeout_ms;
+  cluster.worker_threads = c.worker_threads;
+  cluster.security = {c.token, c.tls_ca, c.tls_cert, c.tls_key};
+  if (!c.token_file.empty()) {
+    STRATA_ASSIGN(cluster.security.token, net::read_token_file(c.token_file));
+  }
+  if (c.local_workers > 0) {
+    const int32_t threads = c.worker_threads > 0 ? c.worker_threads : 1;
+    STRATA_ASSIGN(workers, runtime::LocalWorkers::start(c.local_workers, threads, net::default_cache_dir()));
+    cluster.workers.insert(cluster.workers.end(), workers.endpoints().begin(), workers.endpoints().end());
+    if (cluster.security.token.empty()) cluster.security.token = workers.token();
+  }
+  return o;
+}
+
+Result<std::unique_ptr<runtime::Engine>> load_engine(const ModelFlags& f, runtime::LocalWorkers& workers) {
+  STRATA_ASSIGN(runtime::EngineOptions options, engine_options(f, workers));
+  plan::PlanErrorKind kind = plan::PlanErrorKind::kNone;
+  auto engine = runtime::Engine::load(options, &kind);
+  if (!engine.ok() && kind == plan::PlanErrorKind::kStrictPlacement) {
+    return Error{"placement refused: " + engine.error().message};
+  }
+  return engine;
+}
+
+int exit_status_for(const Error& e) { return e.message.rfind("placement refused: ", 0) == 0 ? 2 : 1; }
 
 void add_sampling_flags(CLI::App& cmd, sampling::Params& p) {
   cmd.add_option("--temp", p.temp, "temperature; <= 0 is greedy")->capture_default_str();
@@ -38,7 +105,7 @@ void add_sampling_flags(CLI::App& cmd, sampling::Params& p) {
 
 int fail(const Error& e) {
   fmt::print(stderr, "error: {}\n", e.message);
-  return 1;
+  return exit_status_for(e);
 }
 
 }  // namespace strata::cli

@@ -6,20 +6,43 @@
 #include <string>
 
 #include "runtime/engine.h"
+#include "runtime/local_workers.h"
 #include "sampling/sampler.h"
 
 namespace strata::cli {
+
+// Where the model runs: --rpc, -ts, -ngl, -ot, --strict-placement, --local-workers, link security.
+struct ClusterFlags {
+  std::string rpc;
+  std::string tensor_split;
+  int32_t n_gpu_layers = -1;
+  std::vector<std::string> overrides;
+  bool strict_placement = false;
+  int32_t local_workers = 0;
+  int32_t worker_threads = 0;
+  std::string token, token_file, tls_ca, tls_cert, tls_key;
+  int32_t timeout_ms = 30000;
+};
 
 struct ModelFlags {
   std::string model;
   int32_t n_ctx = 0;
   int32_t n_threads = 0;
   int32_t n_batch = 512;
-  runtime::EngineOptions engine_options() const;
+  int32_t n_seq = 1;
+  ClusterFlags cluster;
 };
 
-// -m, -c, -t, -b
+// -m, -c, -t, -b and the cluster flags
 void add_model_flags(CLI::App& cmd, ModelFlags& f, bool with_context = true);
+void add_cluster_flags(CLI::App& cmd, ClusterFlags& f);
+
+// Turns flags into engine options, starting --local-workers (kept alive in `workers`). Exit status 2
+// for placement the planner refuses is reported through the error's text by the caller.
+Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::LocalWorkers& workers);
+// Loads the engine; on failure prints the error and returns the exit status (2: placement refused).
+Result<std::unique_ptr<runtime::Engine>> load_engine(const ModelFlags& f, runtime::LocalWorkers& workers);
+int exit_status_for(const Error& e);
 // --temp --top-k --top-p --min-p --seed --repeat-penalty --repeat-last-n --frequency-penalty --presence-penalty
 void add_sampling_flags(CLI::App& cmd, sampling::Params& p);
 
@@ -34,5 +57,7 @@ Command add_tokenize(CLI::App& app);
 Command add_eval(CLI::App& app);
 Command add_perplexity(CLI::App& app);
 Command add_synth(CLI::App& app);
+Command add_worker(CLI::App& app);
+Command add_plan(CLI::App& app);
 
 }  // namespace strata::cli

@@ -52,6 +52,10 @@ class Architecture {
   virtual std::vector<TensorDecl> declare(const HParams& hp) const = 0;
   // x: batch.size() rows of n_embd floats, updated in place (the residual stream).
   virtual void forward_layer(const LayerContext& ctx, const LayerWeights& w, int il, float* x) const = 0;
+  // Whether layer il keeps an attention KV cache (hybrid models have recurrent layers without one).
+  virtual bool layer_has_kv(const HParams& /*hp*/, int /*il*/) const { return true; }
+  // Bytes of recurrent state (conv + delta-rule matrices) layer il keeps for n_seq sequences.
+  virtual uint64_t recurrent_state_bytes(const HParams& /*hp*/, int /*il*/, int32_t /*n_seq*/) const { return 0; }
 };
 
 // The architecture for general.architecture, or null.

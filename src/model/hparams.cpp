@@ -41,7 +41,7 @@ Result<int32_t> get_uniform(const gguf::File& f, const std::string& key, int64_t
 
 }  // namespace
 
-Result<HParams> load_hparams(const gguf::File& f) {
+Result<HParams> load_hparams(const gguf::File& f, const gguf::TensorInfo* embd) {
   HParams hp;
   STRATA_ASSIGN(std::string_view arch, f.get_string("general.architecture"));
   hp.arch = std::string(arch);
@@ -107,7 +107,6 @@ Result<HParams> load_hparams(const gguf::File& f) {
                                              hp.n_expert_used ? hp.n_ff / hp.n_expert_used : 0, false));
   STRATA_ASSIGN(hp.n_ff_shared_expert, get_positive(f, p + "expert_shared_feed_forward_length", hp.n_ff, false));
 
-  const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) return make_error("{}: missing tensor 'token_embd.weight'", f.path());
   if (embd->ne[0] != hp.n_embd) {
     return make_error("{}: token_embd.weight has width {}, expected embedding_length {}", f.path(), embd->ne[0], hp.n_embd);

@@ -43,7 +43,8 @@ struct HParams {
   int32_t n_embd_v_gqa() const { return n_head_kv * head_dim_v; }
 };
 
-// Reads the keys of `file`'s architecture; the error names the missing or malformed key.
-Result<HParams> load_hparams(const gguf::File& file);
+// Reads the keys of `file`'s architecture; the error names the missing or malformed key. The vocab
+// size comes from token_embd's shape (the tensor may live elsewhere: only its info is needed).
+Result<HParams> load_hparams(const gguf::File& file, const gguf::TensorInfo* token_embd);
 
 }  // namespace strata::model

@@ -30,19 +30,52 @@ Result<std::shared_ptr<const Model>> Model::open(const std::string& path) {
   STRATA_ASSIGN(auto file, gguf::File::open(path));
   auto m = std::shared_ptr<Model>(new Model());
   m->file_ = file;
-  STRATA_ASSIGN(m->hp_, load_hparams(*file));
+  m->infos_ = file->tensors();
+  for (const gguf::TensorInfo& t : m->infos_) m->data_[t.name] = file->tensor_data(t);
+  return build(std::move(m));
+}
+
+Result<std::shared_ptr<const Model>> Model::assemble(std::shared_ptr<const gguf::File> metadata,
+                                                     std::vector<gguf::TensorInfo> infos,
+                                                     const std::function<const uint8_t*(const gguf::TensorInfo&)>& data,
+                                                     std::vector<std::shared_ptr<const void>> keep_alive) {
+  auto m = std::shared_ptr<Model>(new Model());
+  m->file_ = std::move(metadata);
+  m->infos_ = std::move(infos);
+  m->keep_alive_ = std::move(keep_alive);
+  for (const gguf::TensorInfo& t : m->infos_) m->data_[t.name] = data(t);
+  return build(std::move(m));
+}
+
+Result<std::shared_ptr<const Model>> Model::build(std::shared_ptr<Model> m) {
+  const gguf::File& file = *m->file_;
+  const gguf::TensorInfo* embd = nullptr;
+  for (const gguf::TensorInfo& t : m->infos_) {
+    if (t.name == "token_embd.weight") embd = &t;
+  }
+  STRATA_ASSIGN(m->hp_, load_hparams(file, embd));
   m->arch_ = find_architecture(m->hp_.arch);
-  if (!m->arch_) return make_error("{}: architecture '{}' is not supported", path, m->hp_.arch);
+  if (!m->arch_) return make_error("{}: architecture '{}' is not supported", file.path(), m->hp_.arch);
+  std::unordered_map<std::string_view, const gguf::TensorInfo*> by_name;
+  for (const gguf::TensorInfo& t : m->infos_) by_name[t.name] = &t;
   for (TensorDecl& d : m->arch_->declare(m->hp_)) {
-    const gguf::TensorInfo* t = file->find_tensor(d.name);
-    if (!t) {
-      if (d.required) return make_error("{}: missing tensor '{}'", path, d.name);
+    auto it = by_name.find(d.name);
+    if (it == by_name.end()) {
+      if (d.required) return make_error("{}: missing tensor '{}'", file.path(), d.name);
       continue;
     }
-    STRATA_TRY(check_shape(*file, d, *t));
-    m->tensors_.push_back({std::move(d), t});
+    STRATA_TRY(check_shape(file, d, *it->second));
+    const uint8_t* data = m->data_[d.name];
+    m->tensors_.push_back({std::move(d), it->second, data});
   }
   return std::shared_ptr<const Model>(std::move(m));
+}
+
+bool Model::has_output_weight() const {
+  for (const Tensor& t : tensors_) {
+    if (t.decl.name == "output.weight") return true;
+  }
+  return false;
 }
 
 uint64_t Model::n_params() const {
@@ -51,15 +84,21 @@ uint64_t Model::n_params() const {
   return n;
 }
 
-Result<Weights> Model::bind(const std::vector<uint8_t>& owned) const {
+Result<Weights> Model::bind(const std::vector<uint8_t>& owned, bool input, bool output) const {
   if (static_cast<int32_t>(owned.size()) != hp_.n_layer) return make_error("bind: {} layer flags for {} layers", owned.size(), hp_.n_layer);
   Weights w;
   w.layers.resize(hp_.n_layer);
   for (const Tensor& t : tensors_) {
     const TensorDecl& d = t.decl;
     const bool is_layer = d.layer >= 0 && d.layer < hp_.n_layer;
-    if (is_layer && !owned[d.layer]) continue;
-    const uint8_t* data = file_->tensor_data(*t.info);
+    // rope_freqs is an input-side tensor every attention layer reads.
+    const bool wanted = is_layer ? owned[d.layer] != 0
+                        : d.name == "rope_freqs.weight" ? true
+                        : d.layer == kInputLayer ? input || (output && d.name == "token_embd.weight" && !has_output_weight())
+                                                 : output;
+    if (!wanted) continue;
+    const uint8_t* data = t.data;
+    if (!data) return make_error("{}: tensor '{}' is needed here but not loaded on this node", file_->path(), d.name);
     const MatrixView matrix{t.info->type, t.info->ne[0], t.info->n_rows(), data, row_bytes(t.info->type, t.info->ne[0])};
     Status status;
     std::visit(
@@ -86,7 +125,7 @@ Result<Weights> Model::bind(const std::vector<uint8_t>& owned) const {
         d.slot);
     STRATA_TRY(status);
   }
-  if (w.global.output.empty()) w.global.output = w.global.token_embd;  // tied embeddings
+  if (output && w.global.output.empty()) w.global.output = w.global.token_embd;  // tied embeddings
   return w;
 }
 

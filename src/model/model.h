@@ -1,9 +1,12 @@
-// A model file opened and understood: hyperparameters, architecture, declared tensors. Binding the
-// weights of the layers a node owns is a separate step, driven by the plan.
+// A model understood: hyperparameters, architecture, declared tensors with their shapes. The tensor
+// bytes may be all present (a local GGUF file) or only those of the layers a node owns (a worker
+// assembling a model from metadata and the tensors it holds). Binding weights is driven by the plan.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "gguf/gguf.h"
@@ -13,25 +16,43 @@ namespace strata::model {
 
 class Model {
  public:
+  // A complete local GGUF file.
   static Result<std::shared_ptr<const Model>> open(const std::string& path);
+  // Metadata (a GGUF image without tensors) plus every tensor's info; `data` gives the bytes of the
+  // tensors held here (null for the others). `keep_alive` holds whatever owns those bytes.
+  static Result<std::shared_ptr<const Model>> assemble(std::shared_ptr<const gguf::File> metadata,
+                                                       std::vector<gguf::TensorInfo> infos,
+                                                       const std::function<const uint8_t*(const gguf::TensorInfo&)>& data,
+                                                       std::vector<std::shared_ptr<const void>> keep_alive);
 
+  // The file with the metadata (the whole model file when opened locally).
   const gguf::File& file() const { return *file_; }
-  std::shared_ptr<const gguf::File> file_ptr() const { return file_; }
   const HParams& hparams() const { return hp_; }
   const Architecture& architecture() const { return *arch_; }
-  // Declared tensors present in the file, with their file info.
+
   struct Tensor {
     TensorDecl decl;
     const gguf::TensorInfo* info;
+    const uint8_t* data;  // null when this node does not hold the bytes
   };
+  // Declared tensors present in the model, in declaration order.
   const std::vector<Tensor>& tensors() const { return tensors_; }
+  const std::vector<gguf::TensorInfo>& all_infos() const { return infos_; }
   uint64_t n_params() const;
+  // False when the head is tied to token_embd.
+  bool has_output_weight() const;
 
-  // Views of the weights: globals always (embeddings, head), layers where owned[il] is set.
-  Result<Weights> bind(const std::vector<uint8_t>& owned) const;
+  // Views of the weights this node needs: the layers flagged in `owned`, the input tensors when
+  // `input`, the output head when `output`. Fails, naming the tensor, if a needed one is not held here.
+  Result<Weights> bind(const std::vector<uint8_t>& owned, bool input, bool output) const;
 
  private:
+  static Result<std::shared_ptr<const Model>> build(std::shared_ptr<Model> m);
+
   std::shared_ptr<const gguf::File> file_;
+  std::vector<gguf::TensorInfo> infos_;
+  std::unordered_map<std::string, const uint8_t*> data_;
+  std::vector<std::shared_ptr<const void>> keep_alive_;
   HParams hp_;
   const Architecture* arch_ = nullptr;
   std::vector<Tensor> tensors_;

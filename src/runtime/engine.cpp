@@ -3,14 +3,32 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <thread>
+#include <cstring>
+#include <random>
+#include <sstream>
 
-#include "model/ops.h"
+#include "base/system.h"
+#include "net/model_identity.h"
+#include "net/stage_spec.h"
 
 namespace strata::runtime {
+namespace {
 
-Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
+std::string random_session_id() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}{:08x}", rd(), rd(), rd());
+}
+
+void log_block(const std::string& text) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) spdlog::info("{}", line);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan::PlanErrorKind* plan_error) {
   auto e = std::unique_ptr<Engine>(new Engine());
+  e->options_ = options;
   STRATA_ASSIGN(e->model_, model::Model::open(options.model_path));
   STRATA_ASSIGN(e->vocab_, text::Vocab::load(e->model_->file()));
   const model::HParams& hp = e->model_->hparams();
@@ -19,103 +37,220 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
                       e->vocab_->n_tokens(), hp.n_vocab);
   }
   if (options.n_seq < 1 || options.n_seq > 256) return make_error("number of sequences {} out of range 1..256", options.n_seq);
-  if (options.n_batch < 1) return make_error("batch size {} must be positive", options.n_batch);
-  int32_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int32_t>(4096, hp.n_ctx_train);
+  if (options.n_batch < 1 || options.n_batch > (1 << 16)) return make_error("batch size {} out of range", options.n_batch);
   if (options.n_ctx < 0) return make_error("context size {} is negative", options.n_ctx);
+  const int32_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int32_t>(4096, hp.n_ctx_train);
   if (n_ctx < options.n_seq) return make_error("context {} is smaller than the number of sequences {}", n_ctx, options.n_seq);
-  if (n_ctx > hp.n_ctx_train) {
-    spdlog::warn("context {} exceeds the model's training context {}", n_ctx, hp.n_ctx_train);
+  if (n_ctx > hp.n_ctx_train) spdlog::warn("context {} exceeds the model's training context {}", n_ctx, hp.n_ctx_train);
+  const int32_t n_threads = options.n_threads > 0 ? options.n_threads : hardware_threads();
+
+  // The cluster: this machine first, then the workers in --rpc order, with the facts they report.
+  std::vector<plan::Node> nodes = {plan::local_node(n_threads)};
+  for (const std::string& endpoint : options.cluster.workers) {
+    Remote r;
+    r.node = static_cast<int32_t>(nodes.size());
+    STRATA_ASSIGN(r.link, net::RemoteNode::connect(endpoint, options.cluster.security, options.cluster.timeout_ms));
+    STRATA_ASSIGN(net::NodeFacts facts, r.link->hello());
+    plan::Node n;
+    n.name = endpoint;
+    n.endpoint = endpoint;
+    n.memory_limit = facts.memory_available;
+    n.threads = options.cluster.worker_threads > 0 ? options.cluster.worker_threads : facts.threads;
+    spdlog::info("worker {}: {} threads, {} MiB usable{}", endpoint, n.threads, n.memory_limit >> 20,
+                 facts.cgroup_limited ? " (cgroup limit)" : "");
+    nodes.push_back(n);
+    e->remotes_.push_back(std::move(r));
   }
-  const int32_t n_threads = options.n_threads > 0 ? options.n_threads
-                                                  : std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
-  e->n_batch_ = options.n_batch;
 
-  plan::Request request{n_ctx, options.n_seq, options.n_batch};
-  STRATA_ASSIGN(e->plan_, plan::make_plan(*e->model_, {plan::local_node(n_threads)}, request));
-  for (const std::string& note : e->plan_.decisions) spdlog::info("plan: {}", note);
+  plan::Request& request = e->request_;
+  request.n_ctx = n_ctx;
+  request.n_seq = options.n_seq;
+  request.n_batch = options.n_batch;
+  request.tensor_split = options.cluster.tensor_split;
+  request.n_gpu_layers = options.cluster.n_gpu_layers;
+  request.overrides = options.cluster.overrides;
+  request.strict_placement = options.cluster.strict_placement;
+  STRATA_ASSIGN(e->plan_, plan::make_plan(*e->model_, nodes, request, plan_error));
+  if (nodes.size() > 1) {
+    log_block(plan::render(e->plan_));  // the table, transfers, decisions and warnings
+  } else {
+    for (const std::string& d : e->plan_.decisions) spdlog::info("plan: {}", d);
+  }
 
-  const std::vector<uint8_t> owned = e->plan_.owned_by(0);
-  STRATA_ASSIGN(e->weights_, e->model_->bind(owned));
-  memory::KvConfig kv;
-  kv.n_layer = hp.n_layer;
-  kv.layer_has_kv = owned;
-  kv.n_embd_k = hp.n_embd_k_gqa();
-  kv.n_embd_v = hp.n_embd_v_gqa();
-  kv.n_seq = options.n_seq;
-  kv.n_ctx_per_seq = n_ctx / options.n_seq;
-  STRATA_ASSIGN(e->kv_, memory::KvCache::create(kv));
-  e->pool_ = std::make_unique<tensor::ThreadPool>(n_threads);
-  spdlog::info("loaded {} ({}, {} layers, {} params), context {} x {} seq, {} threads", hp.name, hp.arch, hp.n_layer,
-               e->model_->n_params(), kv.n_ctx_per_seq, kv.n_seq, n_threads);
+  model::StageConfig local;
+  local.owned = e->plan_.owned_by(0);
+  local.input = true;
+  local.output = e->plan_.output_node == 0;
+  local.n_seq = options.n_seq;
+  local.n_ctx_per_seq = n_ctx / options.n_seq;
+  local.n_batch = options.n_batch;
+  local.n_threads = n_threads;
+  STRATA_ASSIGN(e->local_, model::StageRunner::create(e->model_, local));
+
+  // Execution order: the plan's stages, then the output head where the plan put it.
+  for (const plan::Stage& s : e->plan_.stages) e->hops_.push_back({s.node, s.first_layer, s.end_layer, false});
+  if (!e->hops_.empty() && e->hops_.back().node == e->plan_.output_node) {
+    e->hops_.back().output = true;
+  } else {
+    e->hops_.push_back({e->plan_.output_node, hp.n_layer, hp.n_layer, true});
+  }
+
+  if (!e->remotes_.empty()) {
+    STRATA_ASSIGN(std::string sha, net::file_sha256(options.model_path, net::default_cache_dir()));
+    STRATA_ASSIGN(std::vector<uint8_t> metadata, net::metadata_image(e->model_->file()));
+    const std::string session = random_session_id();
+    for (Remote& r : e->remotes_) {
+      r.spec = net::make_stage_spec(*e->model_, e->plan_, r.node, session, sha, metadata, request,
+                                    e->plan_.nodes[r.node].threads);
+      STRATA_TRY(e->load_remote(r));
+    }
+    e->heartbeat_ = std::thread([raw = e.get()] {
+      while (!raw->stop_.load()) {
+        for (int i = 0; i < 50 && !raw->stop_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        for (Remote& r : raw->remotes_) (void)r.link->ping(r.spec.session());
+      }
+    });
+  }
+  spdlog::info("loaded {} ({}, {} layers, {} params) on {} node(s), context {} x {} seq, {} threads", hp.name, hp.arch,
+               hp.n_layer, e->model_->n_params(), nodes.size(), local.n_ctx_per_seq, local.n_seq, n_threads);
   return e;
 }
 
-Status Engine::validate(const model::Batch& b) const {
-  const int64_t n = b.size();
-  if (n == 0) return make_error("decode: empty batch");
-  if (n > n_batch_) return make_error("decode: batch of {} tokens exceeds the batch size {}", n, n_batch_);
-  if (static_cast<int64_t>(b.pos.size()) != n || static_cast<int64_t>(b.seq.size()) != n ||
-      static_cast<int64_t>(b.logits.size()) != n) {
-    return make_error("decode: batch arrays differ in length");
-  }
-  std::vector<int32_t> next(n_seq());
-  for (int32_t s = 0; s < n_seq(); ++s) next[s] = kv_.n_past(s);
-  for (int64_t i = 0; i < n; ++i) {
-    if (b.tokens[i] < 0 || b.tokens[i] >= n_vocab()) return make_error("decode: token id {} out of range [0, {})", b.tokens[i], n_vocab());
-    if (b.seq[i] < 0 || b.seq[i] >= n_seq()) return make_error("decode: sequence {} out of range [0, {})", b.seq[i], n_seq());
-    if (b.pos[i] != next[b.seq[i]]) {
-      return make_error("decode: sequence {} expects position {}, got {}", b.seq[i], next[b.seq[i]], b.pos[i]);
+Engine::~Engine() {
+  stop_.store(true);
+  if (heartbeat_.joinable()) heartbeat_.join();
+  for (Remote& r : remotes_) r.link->end_session(r.spec.session());
+}
+
+Status Engine::load_remote(Remote& r) {
+  const auto start = std::chrono::steady_clock::now();
+  auto sent = r.link->load(r.spec, model_->file(), [&](const net::LoadProgress& p) {
+    static thread_local double last = -1;
+    if (p.bytes_sent == p.bytes_total || p.seconds - last >= 1.0) {
+      last = p.seconds;
+      spdlog::info("worker {}: sent {:.1f} / {:.1f} MiB ({:.1f} MiB/s)", r.link->endpoint(), p.bytes_sent / 1048576.0,
+                   p.bytes_total / 1048576.0, p.seconds > 0 ? p.bytes_sent / 1048576.0 / p.seconds : 0.0);
     }
-    if (b.pos[i] >= n_ctx_per_seq()) {
-      return make_error("decode: position {} exceeds the context of {} tokens per sequence", b.pos[i], n_ctx_per_seq());
-    }
-    ++next[b.seq[i]];
+  });
+  if (!sent.ok()) return std::move(sent).error();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  loads_.push_back({r.link->endpoint(), *sent, seconds});
+  spdlog::info("worker {}: stage loaded in {:.2f} s, {} weight bytes sent{}", r.link->endpoint(), seconds, *sent,
+               *sent == 0 ? " (the worker had them: local file or cache)" : "");
+  return {};
+}
+
+Engine::Remote* Engine::remote_for(int32_t node) {
+  for (Remote& r : remotes_) {
+    if (r.node == node) return &r;
   }
+  return nullptr;
+}
+
+Status Engine::recover() {
+  for (Remote& r : remotes_) {
+    STRATA_ASSIGN(bool known, r.link->ping(r.spec.session()));
+    if (!known) {
+      spdlog::warn("worker {} lost its session (restarted?): loading its stage again", r.link->endpoint());
+      STRATA_TRY(load_remote(r));
+    }
+  }
+  for (int32_t s = 0; s < n_seq(); ++s) {
+    STRATA_TRY(local_->clear_seq(s));
+    STRATA_TRY(for_each_remote_seq_op(v1::SeqOpRequest::CLEAR, s, 0, 0));
+  }
+  broken_ = false;
+  spdlog::info("cluster recovered; all sequences start empty");
   return {};
 }
 
 Result<std::vector<float>> Engine::decode(const model::Batch& batch) {
-  STRATA_TRY(validate(batch));
-  const model::HParams& hp = hparams();
-  const int64_t T = batch.size();
-  const int64_t E = hp.n_embd;
-  hidden_.resize(T * E);
-  for (int64_t t = 0; t < T; ++t) {
-    tensor::dequantize_matrix_row(weights_.global.token_embd, batch.tokens[t], hidden_.data() + t * E);
+  std::lock_guard lock(mu_);
+  if (broken_) STRATA_TRY(recover());
+  STRATA_TRY(local_->validate(batch, true));
+  local_->embed(batch, hidden_);
+  auto logits = run_hops(batch, hidden_);
+  if (!logits.ok()) {
+    if (!remotes_.empty()) broken_ = true;
+    return logits;
   }
-  model::LayerContext ctx{hp, weights_.global, *pool_, batch, kv_, scratch_};
-  for (const plan::Stage& stage : plan_.stages) {
-    for (int32_t il = stage.first_layer; il < stage.end_layer; ++il) {
-      model_->architecture().forward_layer(ctx, weights_.layers[il], il, hidden_.data());
-    }
-  }
-  for (int64_t t = 0; t < T; ++t) kv_.set_n_past(batch.seq[t], batch.pos[t] + 1);
-
-  // Output head on the rows that want logits only.
-  std::vector<float> rows;
-  for (int64_t t = 0; t < T; ++t) {
-    if (!batch.logits[t]) continue;
-    rows.resize(rows.size() + E);
-    model::rms_norm(hidden_.data() + t * E, rows.data() + rows.size() - E, E, hp.rms_eps,
-                    weights_.global.output_norm.data);
-  }
-  const int64_t n_out = static_cast<int64_t>(rows.size()) / E;
-  std::vector<float> logits(n_out * hp.n_vocab);
-  if (n_out > 0) {
-    tensor::matmul(weights_.global.output, rows.data(), n_out, logits.data(), *pool_);
-    model::add_bias_rows(logits.data(), n_out, weights_.global.output_bias);
-  }
+  local_->record_positions(batch);
   return logits;
 }
 
-Status Engine::clear_seq(int32_t seq) {
-  if (seq < 0 || seq >= n_seq()) return make_error("sequence {} out of range", seq);
-  kv_.clear(seq);
+Result<std::vector<float>> Engine::run_hops(const model::Batch& batch, std::vector<float>& hidden) {
+  const size_t row_bytes = static_cast<size_t>(hparams().n_embd) * sizeof(float);
+  for (size_t i = 0; i < hops_.size();) {
+    const Hop& h = hops_[i];
+    if (h.node == 0) {
+      STRATA_TRY(local_->run_layers(batch, h.first, h.end, hidden.data()));
+      if (h.output) return local_->logits(batch, hidden.data());
+      ++i;
+      continue;
+    }
+    // A run of remote hops: the first worker forwards to the next directly.
+    size_t j = i;
+    v1::ForwardRequest req;
+    while (j < hops_.size() && hops_[j].node != 0) {
+      v1::Hop* hop = j == i ? req.mutable_hop() : req.add_next();
+      hop->set_endpoint(plan_.nodes[hops_[j].node].endpoint);
+      hop->set_session(remote_for(hops_[j].node)->spec.session());
+      hop->set_first_layer(hops_[j].first);
+      hop->set_end_layer(hops_[j].end);
+      hop->set_output(hops_[j].output);
+      ++j;
+    }
+    for (int64_t t = 0; t < batch.size(); ++t) {
+      req.add_pos(batch.pos[t]);
+      req.add_seq(batch.seq[t]);
+    }
+    req.set_want_logits(std::string(batch.logits.begin(), batch.logits.end()));
+    req.set_hidden(hidden.data(), hidden.size() * sizeof(float));
+    STRATA_ASSIGN(v1::ForwardReply reply, remote_for(h.node)->link->forward(req));
+    if (hops_[j - 1].output) {
+      const int64_t n_out = std::count(batch.logits.begin(), batch.logits.end(), 1);
+      if (reply.logits().size() != static_cast<size_t>(n_out) * n_vocab() * sizeof(float)) {
+        return make_error("worker {}: logits of {} bytes, expected {} rows", plan_.nodes[hops_[j - 1].node].name,
+                          reply.logits().size(), n_out);
+      }
+      std::vector<float> logits(reply.logits().size() / sizeof(float));
+      std::memcpy(logits.data(), reply.logits().data(), reply.logits().size());
+      return logits;
+    }
+    if (reply.hidden().size() != batch.size() * row_bytes) {
+      return make_error("worker {}: hidden state of {} bytes, expected {}", plan_.nodes[hops_[j - 1].node].name,
+                        reply.hidden().size(), batch.size() * row_bytes);
+    }
+    std::memcpy(hidden.data(), reply.hidden().data(), reply.hidden().size());
+    i = j;
+  }
+  return make_error("the plan has no output stage");
+}
+
+Status Engine::for_each_remote_seq_op(v1::SeqOpRequest::Op op, int32_t seq, int32_t p0, int32_t dst) {
+  for (Remote& r : remotes_) STRATA_TRY(r.link->seq_op(r.spec.session(), op, seq, p0, dst));
   return {};
 }
 
-Status Engine::remove_from(int32_t seq, int32_t p0) { return kv_.remove_from(seq, p0); }
+Status Engine::clear_seq(int32_t seq) {
+  std::lock_guard lock(mu_);
+  if (broken_) STRATA_TRY(recover());
+  STRATA_TRY(local_->clear_seq(seq));
+  return for_each_remote_seq_op(v1::SeqOpRequest::CLEAR, seq, 0, 0);
+}
 
-Status Engine::copy_seq(int32_t src, int32_t dst) { return kv_.copy(src, dst); }
+Status Engine::remove_from(int32_t seq, int32_t p0) {
+  std::lock_guard lock(mu_);
+  if (broken_) STRATA_TRY(recover());
+  STRATA_TRY(local_->remove_from(seq, p0));
+  return for_each_remote_seq_op(v1::SeqOpRequest::REMOVE_FROM, seq, p0, 0);
+}
+
+Status Engine::copy_seq(int32_t src, int32_t dst) {
+  std::lock_guard lock(mu_);
+  if (broken_) STRATA_TRY(recover());
+  STRATA_TRY(local_->copy_seq(src, dst));
+  return for_each_remote_seq_op(v1::SeqOpRequest::COPY, src, 0, dst);
+}
 
 }  // namespace strata::runtime

@@ -1,19 +1,32 @@
-// The coordinator's engine: loads a model per the plan, keeps the KV cache, and runs batches through
-// the stages in order.
+// The coordinator's engine: plans the model over this machine and the workers, loads every stage
+// per the plan, and runs batches through the stages in order. Embeddings and sampling stay here.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "memory/kv_cache.h"
-#include "model/blocks.h"
-#include "model/model.h"
+#include "model/stage_runner.h"
+#include "net/credentials.h"
+#include "net/remote_node.h"
 #include "plan/plan.h"
-#include "tensor/thread_pool.h"
 #include "text/vocab.h"
 
 namespace strata::runtime {
+
+struct ClusterOptions {
+  std::vector<std::string> workers;       // --rpc endpoints, in order
+  std::vector<double> tensor_split;       // -ts
+  int32_t n_gpu_layers = -1;              // -ngl
+  std::vector<plan::TensorOverride> overrides;  // -ot
+  bool strict_placement = false;
+  net::LinkSecurity security;
+  int32_t timeout_ms = 30000;             // deadline of every call to a worker
+  int32_t worker_threads = 0;             // threads each worker uses (0: its own -t)
+};
 
 struct EngineOptions {
   std::string model_path;
@@ -21,44 +34,76 @@ struct EngineOptions {
   int32_t n_threads = 0;  // 0: all cores
   int32_t n_seq = 1;      // parallel sequences; each gets n_ctx / n_seq cells
   int32_t n_batch = 512;  // the largest batch decode() accepts
+  ClusterOptions cluster;
+};
+
+// Per-node load outcome, for logs and tests.
+struct NodeLoad {
+  std::string node;
+  uint64_t bytes_sent = 0;
+  double seconds = 0;
 };
 
 class Engine {
  public:
-  static Result<std::unique_ptr<Engine>> load(const EngineOptions& options);
+  // plan_error (optional) says why the planner refused, when it did.
+  static Result<std::unique_ptr<Engine>> load(const EngineOptions& options, plan::PlanErrorKind* plan_error = nullptr);
+  ~Engine();
 
   const model::Model& model() const { return *model_; }
   const model::HParams& hparams() const { return model_->hparams(); }
   const text::Vocab& vocab() const { return *vocab_; }
   const plan::Plan& plan() const { return plan_; }
-  int32_t n_ctx_per_seq() const { return kv_.config().n_ctx_per_seq; }
-  int32_t n_seq() const { return kv_.config().n_seq; }
-  int32_t n_batch() const { return n_batch_; }
-  int32_t n_threads() const { return pool_->size(); }
+  const std::vector<NodeLoad>& loads() const { return loads_; }
+  int32_t n_ctx_per_seq() const { return local_->config().n_ctx_per_seq; }
+  int32_t n_seq() const { return local_->config().n_seq; }
+  int32_t n_batch() const { return local_->config().n_batch; }
+  int32_t n_threads() const { return local_->config().n_threads; }
   int32_t n_vocab() const { return hparams().n_vocab; }
 
-  // Runs one batch. Returns the logits (n_vocab floats per row) of the rows flagged in batch.logits,
-  // in batch order. Positions must continue each sequence's cache without gaps.
+  // Runs one batch through every stage. Returns the logits (n_vocab floats per row) of the rows
+  // flagged in batch.logits, in batch order. A worker failure is an error naming the worker; the
+  // next call reconnects (reloading the worker if it restarted) and starts from empty sequences.
   Result<std::vector<float>> decode(const model::Batch& batch);
 
-  int32_t n_past(int32_t seq) const { return kv_.n_past(seq); }
+  int32_t n_past(int32_t seq) const { return local_->n_past(seq); }
   Status clear_seq(int32_t seq);
   Status remove_from(int32_t seq, int32_t p0);
   Status copy_seq(int32_t src, int32_t dst);
 
  private:
-  Engine() = default;
-  Status validate(const model::Batch& batch) const;
+  struct Remote {
+    int32_t node;
+    std::unique_ptr<net::RemoteNode> link;
+    v1::StageSpec spec;
+  };
+  struct Hop {
+    int32_t node, first, end;
+    bool output;
+  };
 
+  Engine() = default;
+  Status load_remote(Remote& r);
+  Status recover();
+  Status for_each_remote_seq_op(v1::SeqOpRequest::Op op, int32_t seq, int32_t p0, int32_t dst);
+  Result<std::vector<float>> run_hops(const model::Batch& batch, std::vector<float>& hidden);
+  Remote* remote_for(int32_t node);
+
+  EngineOptions options_;
   std::shared_ptr<const model::Model> model_;
   std::shared_ptr<const text::Vocab> vocab_;
   plan::Plan plan_;
-  model::Weights weights_;
-  memory::KvCache kv_;
-  std::unique_ptr<tensor::ThreadPool> pool_;
-  model::Scratch scratch_;
+  plan::Request request_;
+  std::unique_ptr<model::StageRunner> local_;
+  std::vector<Remote> remotes_;
+  std::vector<Hop> hops_;
+  std::vector<NodeLoad> loads_;
   std::vector<float> hidden_;
-  int32_t n_batch_ = 512;
+  bool broken_ = false;  // a worker failed mid-batch: caches may disagree until recover()
+
+  std::mutex mu_;
+  std::atomic<bool> stop_{false};
+  std::thread heartbeat_;
 };
 
 }  // namespace strata::runtime

@@ -1,0 +1,117 @@
+#include "model/stage_runner.h"
+
+#include "model/ops.h"
+
+namespace strata::model {
+
+Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const Model> model, const StageConfig& config) {
+  const HParams& hp = model->hparams();
+  if (static_cast<int32_t>(config.owned.size()) != hp.n_layer) {
+    return make_error("stage: {} layer flags for a {}-layer model", config.owned.size(), hp.n_layer);
+  }
+  if (config.n_seq < 1 || config.n_seq > 256) return make_error("stage: {} sequences out of range 1..256", config.n_seq);
+  if (config.n_ctx_per_seq < 1 || config.n_ctx_per_seq > (1 << 24)) {
+    return make_error("stage: context {} per sequence out of range", config.n_ctx_per_seq);
+  }
+  if (config.n_batch < 1 || config.n_batch > (1 << 16)) return make_error("stage: batch size {} out of range", config.n_batch);
+  if (config.n_threads < 1 || config.n_threads > 1024) return make_error("stage: {} threads out of range", config.n_threads);
+  auto r = std::unique_ptr<StageRunner>(new StageRunner());
+  r->model_ = std::move(model);
+  r->config_ = config;
+  STRATA_ASSIGN(r->weights_, r->model_->bind(config.owned, config.input, config.output));
+  for (const Model::Tensor& t : r->model_->tensors()) {
+    const int32_t l = t.decl.layer;
+    if (l >= 0 && l < hp.n_layer && config.owned[l]) r->weight_bytes_ += t.info->nbytes;
+  }
+  memory::KvConfig kv;
+  kv.n_layer = hp.n_layer;
+  kv.layer_has_kv = config.owned;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    kv.layer_has_kv[il] = config.owned[il] && r->model_->architecture().layer_has_kv(hp, il);
+  }
+  kv.n_embd_k = hp.n_embd_k_gqa();
+  kv.n_embd_v = hp.n_embd_v_gqa();
+  kv.n_seq = config.n_seq;
+  kv.n_ctx_per_seq = config.n_ctx_per_seq;
+  STRATA_ASSIGN(r->kv_, memory::KvCache::create(kv));
+  r->pool_ = std::make_unique<tensor::ThreadPool>(config.n_threads);
+  return r;
+}
+
+Status StageRunner::validate(const Batch& b, bool check_tokens) const {
+  const int64_t n = b.size();
+  const int32_t n_seq = config_.n_seq;
+  if (n == 0) return make_error("empty batch");
+  if (n > config_.n_batch) return make_error("batch of {} tokens exceeds the batch size {}", n, config_.n_batch);
+  if (static_cast<int64_t>(b.pos.size()) != n || static_cast<int64_t>(b.seq.size()) != n ||
+      static_cast<int64_t>(b.logits.size()) != n) {
+    return make_error("batch arrays differ in length");
+  }
+  std::vector<int32_t> next(n_seq);
+  for (int32_t s = 0; s < n_seq; ++s) next[s] = kv_.n_past(s);
+  const int32_t n_vocab = model_->hparams().n_vocab;
+  for (int64_t i = 0; i < n; ++i) {
+    if (check_tokens && (b.tokens[i] < 0 || b.tokens[i] >= n_vocab)) {
+      return make_error("token id {} out of range [0, {})", b.tokens[i], n_vocab);
+    }
+    if (b.seq[i] < 0 || b.seq[i] >= n_seq) return make_error("sequence {} out of range [0, {})", b.seq[i], n_seq);
+    if (b.pos[i] != next[b.seq[i]]) {
+      return make_error("sequence {} expects position {}, got {}", b.seq[i], next[b.seq[i]], b.pos[i]);
+    }
+    if (b.pos[i] >= config_.n_ctx_per_seq) {
+      return make_error("position {} exceeds the context of {} tokens per sequence", b.pos[i], config_.n_ctx_per_seq);
+    }
+    ++next[b.seq[i]];
+  }
+  return {};
+}
+
+void StageRunner::embed(const Batch& batch, std::vector<float>& hidden) {
+  const int64_t E = model_->hparams().n_embd;
+  hidden.resize(batch.size() * E);
+  for (int64_t t = 0; t < batch.size(); ++t) {
+    tensor::dequantize_matrix_row(weights_.global.token_embd, batch.tokens[t], hidden.data() + t * E);
+  }
+}
+
+Status StageRunner::run_layers(const Batch& batch, int32_t first, int32_t end, float* hidden) {
+  const HParams& hp = model_->hparams();
+  if (first < 0 || end > hp.n_layer || first > end) return make_error("layer range {}..{} out of range", first, end);
+  for (int32_t il = first; il < end; ++il) {
+    if (!config_.owned[il]) return make_error("layer {} is not owned by this node", il);
+  }
+  LayerContext ctx{hp, weights_.global, *pool_, batch, kv_, scratch_};
+  for (int32_t il = first; il < end; ++il) model_->architecture().forward_layer(ctx, weights_.layers[il], il, hidden);
+  record_positions(batch);
+  return {};
+}
+
+void StageRunner::record_positions(const Batch& batch) {
+  for (int64_t t = 0; t < batch.size(); ++t) kv_.set_n_past(batch.seq[t], batch.pos[t] + 1);
+}
+
+std::vector<float> StageRunner::logits(const Batch& batch, const float* hidden) {
+  const HParams& hp = model_->hparams();
+  const int64_t E = hp.n_embd;
+  std::vector<float> rows;
+  for (int64_t t = 0; t < batch.size(); ++t) {
+    if (!batch.logits[t]) continue;
+    rows.resize(rows.size() + E);
+    rms_norm(hidden + t * E, rows.data() + rows.size() - E, E, hp.rms_eps, weights_.global.output_norm.data);
+  }
+  const int64_t n_out = static_cast<int64_t>(rows.size()) / E;
+  std::vector<float> out(n_out * hp.n_vocab);
+  if (n_out > 0) {
+    tensor::matmul(weights_.global.output, rows.data(), n_out, out.data(), *pool_);
+    add_bias_rows(out.data(), n_out, weights_.global.output_bias);
+  }
+  return out;
+}
+
+Status StageRunner::clear_seq(int32_t seq) {
+  if (seq < 0 || seq >= config_.n_seq) return make_error("sequence {} out of range", seq);
+  kv_.clear(seq);
+  return {};
+}
+
+}  // namespace strata::model

@@ -1,0 +1,64 @@
+// Runs the layers a node owns over a batch's hidden states, with that node's KV cache. The coordinator
+// uses one for its own layers (plus embeddings and, when it owns it, the output head); each worker
+// session uses one for the layers the plan gave it.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "memory/kv_cache.h"
+#include "model/blocks.h"
+#include "model/model.h"
+#include "tensor/thread_pool.h"
+
+namespace strata::model {
+
+struct StageConfig {
+  std::vector<uint8_t> owned;  // per layer: 1 when this node owns it
+  bool input = false;          // token embeddings live here
+  bool output = false;         // output norm + head live here
+  int32_t n_seq = 1;
+  int32_t n_ctx_per_seq = 0;
+  int32_t n_batch = 512;
+  int32_t n_threads = 1;
+};
+
+class StageRunner {
+ public:
+  static Result<std::unique_ptr<StageRunner>> create(std::shared_ptr<const Model> model, const StageConfig& config);
+
+  const Model& model() const { return *model_; }
+  const StageConfig& config() const { return config_; }
+  size_t kv_bytes() const { return kv_.bytes(); }
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  int32_t n_past(int32_t seq) const { return kv_.n_past(seq); }
+
+  // Checks ids, sequences and positions against this node's cache; nothing runs on a bad batch.
+  Status validate(const Batch& batch, bool check_tokens) const;
+  // hidden = embeddings of batch.tokens (needs the input tensors).
+  void embed(const Batch& batch, std::vector<float>& hidden);
+  // Runs layers [first, end), all owned here, over hidden (batch.size() x n_embd) and records the
+  // batch's positions in this node's cache.
+  Status run_layers(const Batch& batch, int32_t first, int32_t end, float* hidden);
+  // Records the batch's positions in this node's cache (run_layers does it too).
+  void record_positions(const Batch& batch);
+  // Logits (n_vocab per row) of the rows flagged in batch.logits (needs the output tensors).
+  std::vector<float> logits(const Batch& batch, const float* hidden);
+
+  Status clear_seq(int32_t seq);
+  Status remove_from(int32_t seq, int32_t p0) { return kv_.remove_from(seq, p0); }
+  Status copy_seq(int32_t src, int32_t dst) { return kv_.copy(src, dst); }
+
+ private:
+  StageRunner() = default;
+
+  std::shared_ptr<const Model> model_;
+  StageConfig config_;
+  Weights weights_;
+  uint64_t weight_bytes_ = 0;
+  memory::KvCache kv_;
+  std::unique_ptr<tensor::ThreadPool> pool_;
+  Scratch scratch_;
+};
+
+}  // namespace strata::model

@@ -1,0 +1,41 @@
+// Authentication and transport security for node links: a shared token (sent as a bearer token on
+// every call) and optional TLS (mutual when both sides have certificates).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "base/result.h"
+
+namespace strata::net {
+
+struct LinkSecurity {
+  std::string token;     // shared secret; empty: none
+  std::string tls_ca;    // PEM file of the CA that signs the peers' certificates; empty: plaintext
+  std::string tls_cert;  // PEM certificate of this side (server; optional client cert for mutual TLS)
+  std::string tls_key;
+};
+
+// Reads a token from a file (first line, trimmed); the error names the file.
+Result<std::string> read_token_file(const std::string& path);
+
+Result<std::shared_ptr<grpc::ServerCredentials>> server_credentials(const LinkSecurity& s);
+Result<std::shared_ptr<grpc::ChannelCredentials>> channel_credentials(const LinkSecurity& s);
+
+// A channel to host:port with Strata's message limits and keepalive.
+Result<std::shared_ptr<grpc::Channel>> make_channel(const std::string& endpoint, const LinkSecurity& s);
+
+// Adds the bearer token to a client call.
+void authorize(grpc::ClientContext& ctx, const std::string& token);
+// Checks the bearer token of an incoming call (constant-time compare).
+grpc::Status check_token(const grpc::ServerContext& ctx, const std::string& token);
+
+// Loopback addresses may listen without a token.
+bool is_loopback_host(const std::string& host);
+
+// Largest message on a node link: logits of a full batch.
+inline constexpr int kMaxMessageBytes = 1 << 30;
+
+}  // namespace strata::net

@@ -1,0 +1,150 @@
+#include "net/remote_node.h"
+
+#include <chrono>
+
+#include "net/stage_spec.h"
+
+namespace strata::net {
+namespace {
+
+constexpr size_t kChunkBytes = 4 << 20;
+// Loading streams whole tensors: allow an hour for it, far beyond a LAN's needs.
+constexpr int32_t kLoadTimeoutMs = 3600 * 1000;
+
+}  // namespace
+
+Result<std::unique_ptr<RemoteNode>> RemoteNode::connect(const std::string& endpoint, const LinkSecurity& security,
+                                                        int32_t timeout_ms) {
+  auto n = std::unique_ptr<RemoteNode>(new RemoteNode());
+  n->endpoint_ = endpoint;
+  n->security_ = security;
+  n->timeout_ms_ = timeout_ms;
+  STRATA_ASSIGN(n->channel_, make_channel(endpoint, security));
+  n->stub_ = v1::Worker::NewStub(n->channel_);
+  return n;
+}
+
+void RemoteNode::prepare(grpc::ClientContext& ctx, int32_t timeout_ms) const {
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+  authorize(ctx, security_.token);
+}
+
+Error RemoteNode::failure(const char* call, const grpc::Status& s) const {
+  const char* why = s.error_code() == grpc::StatusCode::UNAVAILABLE         ? "unreachable"
+                    : s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? "deadline exceeded"
+                    : s.error_code() == grpc::StatusCode::UNAUTHENTICATED   ? "authentication failed"
+                                                                             : "error";
+  return make_error("worker {}: {} ({}): {}", endpoint_, call, why, s.error_message());
+}
+
+Result<NodeFacts> RemoteNode::hello() {
+  grpc::ClientContext ctx;
+  prepare(ctx, std::min(timeout_ms_, 10000));
+  v1::HelloRequest req;
+  req.set_protocol(kProtocolVersion);
+  v1::HelloReply reply;
+  grpc::Status s = stub_->Hello(&ctx, req, &reply);
+  if (!s.ok()) return failure("Hello", s);
+  if (reply.protocol() != kProtocolVersion) {
+    return make_error("worker {}: protocol {} (this coordinator speaks {})", endpoint_, reply.protocol(), kProtocolVersion);
+  }
+  NodeFacts f;
+  f.cpu_features.assign(reply.cpu_features().begin(), reply.cpu_features().end());
+  f.threads = reply.threads();
+  f.memory_limit = reply.memory_limit();
+  f.memory_available = reply.memory_available();
+  f.cgroup_limited = reply.cgroup_limited();
+  f.model_sha256.assign(reply.model_sha256().begin(), reply.model_sha256().end());
+  return f;
+}
+
+Result<uint64_t> RemoteNode::load(const v1::StageSpec& spec, const gguf::File& model_file,
+                                  const std::function<void(const LoadProgress&)>& on_progress) {
+  v1::PrepareReply prepared;
+  {
+    grpc::ClientContext ctx;
+    prepare(ctx, timeout_ms_);
+    grpc::Status s = stub_->PrepareStage(&ctx, spec, &prepared);
+    if (!s.ok()) return failure("PrepareStage", s);
+  }
+  LoadProgress progress;
+  progress.bytes_total = prepared.missing_bytes();
+  const auto start = std::chrono::steady_clock::now();
+  if (prepared.missing_size() > 0) {
+    grpc::ClientContext ctx;
+    prepare(ctx, kLoadTimeoutMs);
+    v1::PushReply pushed;
+    auto writer = stub_->PushTensors(&ctx, &pushed);
+    for (const std::string& name : prepared.missing()) {
+      const gguf::TensorInfo* t = model_file.find_tensor(name);
+      if (!t) return make_error("worker {} asked for tensor '{}', which the model does not have", endpoint_, name);
+      const uint8_t* data = model_file.tensor_data(*t);
+      for (uint64_t off = 0; off < t->nbytes; off += kChunkBytes) {
+        v1::TensorChunk chunk;
+        chunk.set_session(spec.session());
+        chunk.set_name(name);
+        chunk.set_offset(off);
+        chunk.set_data(data + off, std::min<uint64_t>(kChunkBytes, t->nbytes - off));
+        if (!writer->Write(chunk)) break;
+        progress.bytes_sent += chunk.data().size();
+        progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (on_progress) on_progress(progress);
+      }
+    }
+    writer->WritesDone();
+    grpc::Status s = writer->Finish();
+    if (!s.ok()) return failure("PushTensors", s);
+  }
+  v1::LoadReply loaded;
+  grpc::ClientContext ctx;
+  prepare(ctx, kLoadTimeoutMs);
+  grpc::Status s = stub_->LoadStage(&ctx, spec, &loaded);
+  if (!s.ok()) return failure("LoadStage", s);
+  return progress.bytes_sent;
+}
+
+Result<v1::ForwardReply> RemoteNode::forward(const v1::ForwardRequest& request) {
+  grpc::ClientContext ctx;
+  prepare(ctx, timeout_ms_);
+  v1::ForwardReply reply;
+  grpc::Status s = stub_->Forward(&ctx, request, &reply);
+  if (!s.ok()) return failure("Forward", s);
+  return reply;
+}
+
+Status RemoteNode::seq_op(const std::string& session, v1::SeqOpRequest::Op op, int32_t seq, int32_t p0, int32_t dst) {
+  grpc::ClientContext ctx;
+  prepare(ctx, timeout_ms_);
+  v1::SeqOpRequest req;
+  req.set_session(session);
+  req.set_op(op);
+  req.set_seq(seq);
+  req.set_p0(p0);
+  req.set_dst(dst);
+  v1::SeqOpReply reply;
+  grpc::Status s = stub_->SeqOp(&ctx, req, &reply);
+  if (!s.ok()) return failure("SeqOp", s);
+  return {};
+}
+
+Result<bool> RemoteNode::ping(const std::string& session) {
+  grpc::ClientContext ctx;
+  prepare(ctx, std::min(timeout_ms_, 5000));
+  v1::SessionRef req;
+  req.set_session(session);
+  v1::PingReply reply;
+  grpc::Status s = stub_->Ping(&ctx, req, &reply);
+  if (!s.ok()) return failure("Ping", s);
+  return reply.known();
+}
+
+void RemoteNode::end_session(const std::string& session) {
+  grpc::ClientContext ctx;
+  prepare(ctx, 2000);
+  v1::SessionRef req;
+  req.set_session(session);
+  v1::PingReply reply;
+  (void)stub_->EndSession(&ctx, req, &reply);
+}
+
+}  // namespace strata::net

@@ -1,0 +1,62 @@
+// The coordinator's link to one worker: facts, stage loading (with weight streaming and progress),
+// forward along a chain of hops, sequence operations. Every call has a deadline; failures are error
+// values naming the worker.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "gguf/gguf.h"
+#include "net/credentials.h"
+#include "strata.grpc.pb.h"
+
+namespace strata::net {
+
+struct NodeFacts {
+  std::vector<std::string> cpu_features;
+  int32_t threads = 0;
+  uint64_t memory_limit = 0;
+  uint64_t memory_available = 0;
+  bool cgroup_limited = false;
+  std::vector<std::string> model_sha256;
+};
+
+struct LoadProgress {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_total = 0;
+  double seconds = 0;
+};
+
+class RemoteNode {
+ public:
+  static Result<std::unique_ptr<RemoteNode>> connect(const std::string& endpoint, const LinkSecurity& security,
+                                                     int32_t timeout_ms);
+
+  const std::string& endpoint() const { return endpoint_; }
+  Result<NodeFacts> hello();
+  // PrepareStage, PushTensors for what the worker lacks (reading bytes from `model_file`), LoadStage.
+  // Returns the bytes sent over the network.
+  Result<uint64_t> load(const v1::StageSpec& spec, const gguf::File& model_file,
+                        const std::function<void(const LoadProgress&)>& on_progress);
+  Result<v1::ForwardReply> forward(const v1::ForwardRequest& request);
+  Status seq_op(const std::string& session, v1::SeqOpRequest::Op op, int32_t seq, int32_t p0, int32_t dst);
+  // True when the worker still holds the session.
+  Result<bool> ping(const std::string& session);
+  void end_session(const std::string& session);
+
+ private:
+  RemoteNode() = default;
+  void prepare(grpc::ClientContext& ctx, int32_t timeout_ms) const;
+  Error failure(const char* call, const grpc::Status& s) const;
+
+  std::string endpoint_;
+  LinkSecurity security_;
+  int32_t timeout_ms_ = 30000;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Worker::Stub> stub_;
+};
+
+}  // namespace strata::net

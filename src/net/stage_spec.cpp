@@ -1,0 +1,137 @@
+#include "net/stage_spec.h"
+
+#include <cstring>
+
+#include "memory/kv_cache.h"
+#include "net/model_identity.h"
+
+namespace strata::net {
+namespace {
+
+bool is_hex_sha256(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<ParsedStage> parse_stage(const v1::StageSpec& spec) {
+  ParsedStage p;
+  if (spec.session().empty() || spec.session().size() > 128) return make_error("session id must be 1..128 bytes");
+  p.session = spec.session();
+  if (!is_hex_sha256(spec.model_sha256())) return make_error("model_sha256 must be 64 lowercase hex digits");
+  p.model_sha256 = spec.model_sha256();
+  if (spec.metadata().size() > (64u << 20)) return make_error("metadata of {} bytes is too large", spec.metadata().size());
+  const auto* bytes = reinterpret_cast<const uint8_t*>(spec.metadata().data());
+  STRATA_ASSIGN(p.metadata, gguf::File::from_bytes({bytes, spec.metadata().size()}, "metadata from coordinator"));
+  if (spec.all_tensors_size() > 1000000) return make_error("{} tensors is too many", spec.all_tensors_size());
+  std::map<std::string, gguf::TensorInfo> by_name;
+  for (const v1::TensorSpec& t : spec.all_tensors()) {
+    STRATA_ASSIGN(gguf::TensorInfo info, from_proto(t));
+    if (!by_name.emplace(info.name, info).second) return make_error("tensor '{}' listed twice", info.name);
+    p.all_tensors.push_back(std::move(info));
+  }
+  for (const std::string& name : spec.stage_tensors()) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) return make_error("stage tensor '{}' is not a tensor of the model", name);
+    p.weight_bytes += it->second.nbytes;
+    p.stage_tensors.emplace(name, it->second);
+  }
+  const auto embd = by_name.find("token_embd.weight");
+  STRATA_ASSIGN(model::HParams hp, model::load_hparams(*p.metadata, embd == by_name.end() ? nullptr : &embd->second));
+  p.owned.assign(hp.n_layer, 0);
+  for (int32_t il : spec.owned_layers()) {
+    if (il < 0 || il >= hp.n_layer) return make_error("owned layer {} out of range [0, {})", il, hp.n_layer);
+    p.owned[il] = 1;
+  }
+  p.output = spec.output();
+  if (spec.n_seq() < 1 || spec.n_seq() > 256) return make_error("n_seq {} out of range 1..256", spec.n_seq());
+  if (spec.n_ctx_per_seq() < 1 || spec.n_ctx_per_seq() > (1 << 24)) {
+    return make_error("n_ctx_per_seq {} out of range", spec.n_ctx_per_seq());
+  }
+  if (spec.n_batch() < 1 || spec.n_batch() > (1 << 16)) return make_error("n_batch {} out of range", spec.n_batch());
+  if (spec.threads() < 0 || spec.threads() > 1024) return make_error("threads {} out of range", spec.threads());
+  p.n_seq = spec.n_seq();
+  p.n_ctx_per_seq = spec.n_ctx_per_seq();
+  p.n_batch = spec.n_batch();
+  memory::KvConfig kv;
+  kv.n_layer = hp.n_layer;
+  kv.layer_has_kv = p.owned;
+  kv.n_embd_k = hp.n_embd_k_gqa();
+  kv.n_embd_v = hp.n_embd_v_gqa();
+  kv.n_seq = p.n_seq;
+  kv.n_ctx_per_seq = p.n_ctx_per_seq;
+  p.kv_bytes = memory::KvCache::bytes_needed(kv);
+  return p;
+}
+
+Result<std::unique_ptr<model::StageRunner>> load_stage_runner(const ParsedStage& stage, const std::string& local_path,
+                                                              const TensorStore& store, int32_t threads) {
+  std::shared_ptr<const model::Model> model;
+  if (!local_path.empty()) {
+    STRATA_ASSIGN(model, model::Model::open(local_path));
+  } else {
+    std::vector<std::shared_ptr<const void>> keep_alive;
+    std::map<std::string, const uint8_t*> data;
+    for (const auto& [name, info] : stage.stage_tensors) {
+      STRATA_ASSIGN(std::shared_ptr<const MappedFile> mapped, store.map_cached(stage.model_sha256, info));
+      data[name] = mapped->data();
+      keep_alive.push_back(mapped);
+    }
+    STRATA_ASSIGN(model, model::Model::assemble(
+                             stage.metadata, stage.all_tensors,
+                             [&](const gguf::TensorInfo& t) -> const uint8_t* {
+                               auto it = data.find(t.name);
+                               return it == data.end() ? nullptr : it->second;
+                             },
+                             std::move(keep_alive)));
+  }
+  model::StageConfig config;
+  config.owned = stage.owned;
+  config.output = stage.output;
+  config.n_seq = stage.n_seq;
+  config.n_ctx_per_seq = stage.n_ctx_per_seq;
+  config.n_batch = stage.n_batch;
+  config.n_threads = threads;
+  return model::StageRunner::create(std::move(model), config);
+}
+
+Result<model::Batch> batch_from_request(const v1::ForwardRequest& req, const model::StageRunner& runner) {
+  const int64_t rows = req.pos_size();
+  const int64_t E = runner.model().hparams().n_embd;
+  if (rows < 1 || rows > runner.config().n_batch) return make_error("{} rows out of range 1..{}", rows, runner.config().n_batch);
+  if (req.seq_size() != rows || static_cast<int64_t>(req.want_logits().size()) != rows) {
+    return make_error("pos, seq and want_logits differ in length");
+  }
+  if (req.hidden().size() != static_cast<size_t>(rows * E) * sizeof(float)) {
+    return make_error("hidden state has {} bytes, expected {} rows x {} floats", req.hidden().size(), rows, E);
+  }
+  model::Batch b;
+  for (int64_t i = 0; i < rows; ++i) b.add(0, req.pos(i), req.seq(i), req.want_logits()[i] != 0);
+  return b;
+}
+
+v1::StageSpec make_stage_spec(const model::Model& model, const plan::Plan& plan, int32_t node,
+                              const std::string& session, const std::string& model_sha256,
+                              const std::vector<uint8_t>& metadata, const plan::Request& request, int32_t threads) {
+  v1::StageSpec spec;
+  spec.set_session(session);
+  spec.set_model_sha256(model_sha256);
+  spec.set_metadata(metadata.data(), metadata.size());
+  for (const gguf::TensorInfo& t : model.all_infos()) to_proto(t, spec.add_all_tensors());
+  for (const std::string& name : plan.tensors_on(node)) spec.add_stage_tensors(name);
+  for (size_t il = 0; il < plan.layer_owner.size(); ++il) {
+    if (plan.layer_owner[il] == node) spec.add_owned_layers(static_cast<int32_t>(il));
+  }
+  spec.set_output(plan.output_node == node);
+  spec.set_n_seq(request.n_seq);
+  spec.set_n_ctx_per_seq(request.n_ctx / request.n_seq);
+  spec.set_n_batch(request.n_batch);
+  spec.set_threads(threads);
+  return spec;
+}
+
+}  // namespace strata::net

@@ -1,0 +1,57 @@
+// A worker's weight sources: model files it holds (found by content hash in --model-dir) and the cache
+// of tensors received from coordinators (--cache-dir/<model sha256>/<tensor>), so the next start
+// sends nothing.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "gguf/gguf.h"
+
+namespace strata::net {
+
+// A read-only file mapping.
+class MappedFile {
+ public:
+  static Result<std::shared_ptr<const MappedFile>> open(const std::string& path);
+  ~MappedFile();
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  MappedFile() = default;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+class TensorStore {
+ public:
+  TensorStore(std::string cache_dir, std::string model_dir);
+
+  // Hashes the GGUF files in the model dir (memoized by path, size and mtime). Returns how many.
+  size_t scan_model_dir();
+  std::vector<std::string> model_hashes() const;
+  // A local model file with this content hash, or "" if none.
+  std::string model_path(const std::string& sha256) const;
+
+  bool has_cached(const std::string& sha256, const gguf::TensorInfo& t) const;
+  Result<std::shared_ptr<const MappedFile>> map_cached(const std::string& sha256, const gguf::TensorInfo& t) const;
+
+  // Incoming tensor bytes, written sequentially to a temporary file and renamed when complete.
+  Status write_chunk(const std::string& sha256, const gguf::TensorInfo& t, uint64_t offset, const std::string& bytes);
+  uint64_t bytes_written(const std::string& sha256, const std::string& name) const;
+
+ private:
+  std::string cached_path(const std::string& sha256, const std::string& name) const;
+
+  std::string cache_dir_, model_dir_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::string> models_;  // sha256 -> path
+  std::map<std::string, uint64_t> partial_;    // partial path -> bytes written
+};
+
+}  // namespace strata::net

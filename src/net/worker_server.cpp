@@ -1,0 +1,61 @@
+// Starting and stopping a worker process.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "base/system.h"
+#include "net/worker_service.h"
+
+namespace strata::net {
+
+Status run_worker(const WorkerOptions& options) {
+  if (options.port < 0 || options.port > 65535) return make_error("port {} out of range 0..65535", options.port);
+  if (options.session_timeout_s < 1) return make_error("session timeout must be at least 1 s");
+  if (!is_loopback_host(options.host) && options.security.token.empty() && !options.insecure) {
+    return make_error("refusing to listen on {} without a token: give --token/--token-file, or --insecure to accept "
+                      "anyone who can reach the port",
+                      options.host);
+  }
+  STRATA_ASSIGN(auto creds, server_credentials(options.security));
+  // Block termination signals in every thread; one thread waits for them and shuts the server down.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a coordinator that hangs up must not kill the worker
+
+  WorkerService service(options);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  const std::string host = options.host.find(':') != std::string::npos && options.host.front() != '['
+                               ? "[" + options.host + "]" : options.host;
+  builder.AddListeningPort(host + ":" + std::to_string(options.port), creds, &port);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) return make_error("cannot listen on {}:{}", options.host, options.port);
+  const MemoryFacts mem = read_memory_facts();
+  spdlog::info("worker: {} threads, memory limit {} MiB{}, available {} MiB, token {}, TLS {}",
+               options.threads > 0 ? options.threads : hardware_threads(), mem.limit >> 20,
+               mem.cgroup_limited ? " (cgroup)" : "", mem.available >> 20,
+               options.security.token.empty() ? "off" : "on", options.security.tls_cert.empty() ? "off" : "on");
+  std::printf("strata worker listening on %s:%d\n", options.host.c_str(), port);
+  std::fflush(stdout);
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("worker: signal {}, shutting down", sig);
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  });
+  server->Wait();
+  waiter.join();
+  return {};
+}
+
+}  // namespace strata::net

@@ -1,0 +1,252 @@
+#include "net/worker_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <set>
+
+#include "base/system.h"
+#include "net/model_identity.h"
+#include "net/stage_spec.h"
+
+namespace strata::net {
+namespace {
+
+using grpc::Status;
+using grpc::StatusCode;
+
+Status error_status(StatusCode code, const std::string& message) { return {code, message}; }
+Status invalid(const Error& e) { return {StatusCode::INVALID_ARGUMENT, e.message}; }
+
+}  // namespace
+
+struct WorkerService::Session {
+  std::mutex mu;  // one call at a time per session
+  ParsedStage stage;
+  std::string local_path;  // a local copy of the model, when the model dir has one
+  std::unique_ptr<model::StageRunner> runner;
+  std::chrono::steady_clock::time_point last_seen = std::chrono::steady_clock::now();
+};
+
+WorkerService::WorkerService(const WorkerOptions& options)
+    : options_(options), store_(options.cache_dir, options.model_dir) {
+  store_.scan_model_dir();
+  reaper_ = std::thread([this] {
+    while (!stop_.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      reap_idle_sessions();
+    }
+  });
+}
+
+WorkerService::~WorkerService() {
+  stop_.store(true);
+  reaper_.join();
+}
+
+void WorkerService::reap_idle_sessions() {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (now - it->second->last_seen > std::chrono::seconds(options_.session_timeout_s)) {
+      spdlog::info("worker: session {} idle for {} s, freeing it", it->first, options_.session_timeout_s);
+      it = sessions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::shared_ptr<WorkerService::Session> WorkerService::find(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return nullptr;
+  it->second->last_seen = std::chrono::steady_clock::now();
+  return it->second;
+}
+
+std::shared_ptr<v1::Worker::Stub> WorkerService::stub_for(const std::string& endpoint) {
+  std::lock_guard lock(mu_);
+  auto& stub = stubs_[endpoint];
+  if (!stub) {
+    auto channel = make_channel(endpoint, options_.security);
+    if (!channel.ok()) return nullptr;
+    stub = v1::Worker::NewStub(*channel);
+  }
+  return stub;
+}
+
+Status WorkerService::Hello(grpc::ServerContext* ctx, const v1::HelloRequest*, v1::HelloReply* reply) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+  const MemoryFacts mem = read_memory_facts();
+  reply->set_protocol(kProtocolVersion);
+  reply->set_version("strata 0.1");
+  for (const auto& f : cpu_features()) reply->add_cpu_features(f);
+  reply->set_threads(options_.threads > 0 ? options_.threads : hardware_threads());
+  reply->set_memory_limit(mem.limit);
+  reply->set_memory_available(mem.available);
+  reply->set_cgroup_limited(mem.cgroup_limited);
+  for (const auto& h : store_.model_hashes()) reply->add_model_sha256(h);
+  std::lock_guard lock(mu_);
+  reply->set_sessions(static_cast<int32_t>(sessions_.size()));
+  return Status::OK;
+}
+
+Status WorkerService::PrepareStage(grpc::ServerContext* ctx, const v1::StageSpec* spec, v1::PrepareReply* reply) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+  auto parsed = parse_stage(*spec);
+  if (!parsed.ok()) return invalid(parsed.error());
+  auto session = std::make_shared<Session>();
+  session->stage = std::move(*parsed);
+  session->local_path = store_.model_path(spec->model_sha256());
+  uint64_t missing_bytes = 0;
+  if (!session->local_path.empty()) {
+    reply->set_source("local file " + session->local_path);
+  } else {
+    for (const auto& [name, info] : session->stage.stage_tensors) {
+      if (store_.has_cached(spec->model_sha256(), info)) continue;
+      reply->add_missing(name);
+      missing_bytes += info.nbytes;
+    }
+    reply->set_source(reply->missing_size() == 0 ? "cache" : "coordinator");
+  }
+  reply->set_missing_bytes(missing_bytes);
+  const MemoryFacts mem = read_memory_facts();
+  if (session->stage.weight_bytes + session->stage.kv_bytes > mem.available) {
+    return error_status(StatusCode::RESOURCE_EXHAUSTED,
+                        fmt::format("stage needs {} bytes of weights and {} of KV cache, {} available",
+                                    session->stage.weight_bytes, session->stage.kv_bytes, mem.available));
+  }
+  spdlog::info("worker: session {} prepared: {} tensors ({} bytes), {} missing, source: {}", spec->session(),
+               session->stage.stage_tensors.size(), session->stage.weight_bytes, reply->missing_size(), reply->source());
+  std::lock_guard lock(mu_);
+  sessions_[spec->session()] = std::move(session);
+  return Status::OK;
+}
+
+Status WorkerService::PushTensors(grpc::ServerContext* ctx, grpc::ServerReader<v1::TensorChunk>* reader,
+                                  v1::PushReply* reply) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+  v1::TensorChunk chunk;
+  uint64_t received = 0;
+  int32_t completed = 0;
+  while (reader->Read(&chunk)) {
+    auto session = find(chunk.session());
+    if (!session) return error_status(StatusCode::NOT_FOUND, "push for unknown session '" + chunk.session() + "'");
+    std::lock_guard lock(session->mu);
+    auto it = session->stage.stage_tensors.find(chunk.name());
+    if (it == session->stage.stage_tensors.end()) {
+      return error_status(StatusCode::INVALID_ARGUMENT, "tensor '" + chunk.name() + "' is not part of this stage");
+    }
+    const std::string& sha = session->stage.model_sha256;
+    auto s = store_.write_chunk(sha, it->second, chunk.offset(), chunk.data());
+    if (!s.ok()) return invalid(s.error());
+    received += chunk.data().size();
+    if (store_.has_cached(sha, it->second)) ++completed;
+  }
+  reply->set_bytes_received(received);
+  reply->set_tensors_completed(completed);
+  return Status::OK;
+}
+
+Status WorkerService::LoadStage(grpc::ServerContext* ctx, const v1::StageSpec* spec, v1::LoadReply* reply) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+  auto session = find(spec->session());
+  if (!session) return error_status(StatusCode::FAILED_PRECONDITION, "LoadStage before PrepareStage");
+  std::lock_guard lock(session->mu);
+  auto runner = load_stage_runner(session->stage, session->local_path, store_,
+                                  spec->threads() > 0 ? spec->threads() : options_.threads > 0 ? options_.threads
+                                                                                                : hardware_threads());
+  if (!runner.ok()) return error_status(StatusCode::FAILED_PRECONDITION, runner.error().message);
+  session->runner = std::move(*runner);
+  reply->set_weight_bytes(session->runner->weight_bytes());
+  reply->set_kv_bytes(session->runner->kv_bytes());
+  reply->set_source(session->local_path.empty() ? "cache" : "local file " + session->local_path);
+  spdlog::info("worker: session {} loaded: {} bytes of weights from {}, {} bytes of KV cache", spec->session(),
+               session->runner->weight_bytes(), reply->source(), session->runner->kv_bytes());
+  return Status::OK;
+}
+
+Status WorkerService::Forward(grpc::ServerContext* ctx, const v1::ForwardRequest* req, v1::ForwardReply* reply) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+  auto session = find(req->hop().session());
+  if (!session) {
+    return error_status(StatusCode::NOT_FOUND, "unknown session '" + req->hop().session() + "' (worker restarted?)");
+  }
+  std::vector<float> hidden;
+  {
+    std::lock_guard lock(session->mu);
+    if (!session->runner) return error_status(StatusCode::FAILED_PRECONDITION, "session has no loaded stage");
+    model::StageRunner& runner = *session->runner;
+    auto batch = batch_from_request(*req, runner);
+    if (!batch.ok()) return invalid(batch.error());
+    if (auto s = runner.validate(*batch, false); !s.ok()) return invalid(s.error());
+    hidden.resize(req->hidden().size() / sizeof(float));
+    std::memcpy(hidden.data(), req->hidden().data(), req->hidden().size());
+    if (auto s = runner.run_layers(*batch, req->hop().first_layer(), req->hop().end_layer(), hidden.data()); !s.ok()) {
+      return invalid(s.error());
+    }
+    if (req->hop().output()) {
+      if (req->next_size() > 0) return error_status(StatusCode::INVALID_ARGUMENT, "the output hop must be the last");
+      if (!runner.config().output) return error_status(StatusCode::INVALID_ARGUMENT, "this stage has no output head");
+      const std::vector<float> logits = runner.logits(*batch, hidden.data());
+      reply->set_logits(logits.data(), logits.size() * sizeof(float));
+      return Status::OK;
+    }
+  }
+  if (req->next_size() == 0) {
+    reply->set_hidden(hidden.data(), hidden.size() * sizeof(float));
+    return Status::OK;
+  }
+  // Straight to the next stage's worker; the reply comes back along the chain.
+  const v1::Hop& next = req->next(0);
+  auto stub = stub_for(next.endpoint());
+  if (!stub) return error_status(StatusCode::INVALID_ARGUMENT, "bad next endpoint '" + next.endpoint() + "'");
+  v1::ForwardRequest onward;
+  *onward.mutable_hop() = next;
+  for (int i = 1; i < req->next_size(); ++i) *onward.add_next() = req->next(i);
+  *onward.mutable_pos() = req->pos();
+  *onward.mutable_seq() = req->seq();
+  onward.set_want_logits(req->want_logits());
+  onward.set_hidden(hidden.data(), hidden.size() * sizeof(float));
+  auto client = grpc::ClientContext::FromServerContext(*ctx);
+  const auto& md = ctx->client_metadata();
+  if (auto it = md.find("authorization"); it != md.end()) {
+    client->AddMetadata("authorization", std::string(it->second.data(), it->second.size()));
+  }
+  Status s = stub->Forward(client.get(), onward, reply);
+  if (!s.ok()) return {s.error_code(), "stage on " + next.endpoint() + ": " + s.error_message()};
+  return Status::OK;
+}
+
+Status WorkerService::SeqOp(grpc::ServerContext* ctx, const v1::SeqOpRequest* req, v1::SeqOpReply*) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+  auto session = find(req->session());
+  if (!session) return error_status(StatusCode::NOT_FOUND, "unknown session '" + req->session() + "'");
+  std::lock_guard lock(session->mu);
+  if (!session->runner) return error_status(StatusCode::FAILED_PRECONDITION, "session has no loaded stage");
+  strata::Status s;
+  switch (req->op()) {
+    case v1::SeqOpRequest::CLEAR: s = session->runner->clear_seq(req->seq()); break;
+    case v1::SeqOpRequest::REMOVE_FROM: s = session->runner->remove_from(req->seq(), req->p0()); break;
+    case v1::SeqOpRequest::COPY: s = session->runner->copy_seq(req->seq(), req->dst()); break;
+    default: return error_status(StatusCode::INVALID_ARGUMENT, "unknown sequence operation");
+  }
+  return s.ok() ? Status::OK : invalid(s.error());
+}
+
+Status WorkerService::Ping(grpc::ServerContext* ctx, const v1::SessionRef* req, v1::PingReply* reply) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+  reply->set_known(find(req->session()) != nullptr);
+  return Status::OK;
+}
+
+Status WorkerService::EndSession(grpc::ServerContext* ctx, const v1::SessionRef* req, v1::PingReply* reply) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+  std::lock_guard lock(mu_);
+  reply->set_known(sessions_.erase(req->session()) > 0);
+  if (reply->known()) spdlog::info("worker: session {} ended", req->session());
+  return Status::OK;
+}
+
+}  // namespace strata::net

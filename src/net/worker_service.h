@@ -1,0 +1,66 @@
+// The worker: serves any number of coordinators, one session each. A session holds the stage the
+// coordinator's plan gave this node (weights, KV cache, compute) and is freed when its coordinator
+// ends it or stops pinging.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "model/stage_runner.h"
+#include "net/credentials.h"
+#include "net/tensor_store.h"
+#include "strata.grpc.pb.h"
+
+namespace strata::net {
+
+struct WorkerOptions {
+  std::string host = "127.0.0.1";
+  int32_t port = 50052;       // 0: pick a free port
+  int32_t threads = 0;        // 0: all cores
+  LinkSecurity security;
+  bool insecure = false;      // allow a non-loopback address without a token
+  std::string cache_dir;      // received tensors
+  std::string model_dir;      // local GGUF files, found by content hash
+  int32_t session_timeout_s = 60;
+};
+
+class WorkerService final : public v1::Worker::Service {
+ public:
+  explicit WorkerService(const WorkerOptions& options);
+  ~WorkerService() override;
+
+  grpc::Status Hello(grpc::ServerContext*, const v1::HelloRequest*, v1::HelloReply*) override;
+  grpc::Status PrepareStage(grpc::ServerContext*, const v1::StageSpec*, v1::PrepareReply*) override;
+  grpc::Status PushTensors(grpc::ServerContext*, grpc::ServerReader<v1::TensorChunk>*, v1::PushReply*) override;
+  grpc::Status LoadStage(grpc::ServerContext*, const v1::StageSpec*, v1::LoadReply*) override;
+  grpc::Status Forward(grpc::ServerContext*, const v1::ForwardRequest*, v1::ForwardReply*) override;
+  grpc::Status SeqOp(grpc::ServerContext*, const v1::SeqOpRequest*, v1::SeqOpReply*) override;
+  grpc::Status Ping(grpc::ServerContext*, const v1::SessionRef*, v1::PingReply*) override;
+  grpc::Status EndSession(grpc::ServerContext*, const v1::SessionRef*, v1::PingReply*) override;
+
+  TensorStore& store() { return store_; }
+
+ private:
+  struct Session;
+  std::shared_ptr<Session> find(const std::string& id);
+  std::shared_ptr<v1::Worker::Stub> stub_for(const std::string& endpoint);
+  void reap_idle_sessions();
+
+  WorkerOptions options_;
+  TensorStore store_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Session>> sessions_;
+  std::map<std::string, std::shared_ptr<v1::Worker::Stub>> stubs_;
+  std::atomic<bool> stop_{false};
+  std::thread reaper_;
+};
+
+// Runs a worker until SIGINT/SIGTERM. Prints "strata worker listening on HOST:PORT" once ready.
+Status run_worker(const WorkerOptions& options);
+
+}  // namespace strata::net
