@@ -73,7 +73,7 @@ Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::Loca
   if (c.local_workers > 0) {
     const int32_t threads = c.worker_threads > 0 ? c.worker_threads : 1;
     STRATA_ASSIGN(workers, runtime::LocalWorkers::start(c.local_workers, threads, net::default_cache_dir()));
-    cluster.workers.insert(cluster.workers.end(), workers.endpoints().begin(), workers.endpoints().end());
+    for (const std::string& endpoint : workers.endpoints()) cluster.workers.push_back(endpoint);
     if (cluster.security.token.empty()) cluster.security.token = workers.token();
   }
   return o;

@@ -38,7 +38,7 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
   return r;
 }
 
-Status StageRunner::validate(const Batch& b, bool check_tokens) const {
+Status StageRunner::validate(const Batch& b, bool check_tokens, bool again) const {
   const int64_t n = b.size();
   const int32_t n_seq = config_.n_seq;
   if (n == 0) return make_error("empty batch");
@@ -49,6 +49,11 @@ Status StageRunner::validate(const Batch& b, bool check_tokens) const {
   }
   std::vector<int32_t> next(n_seq);
   for (int32_t s = 0; s < n_seq; ++s) next[s] = kv_.n_past(s);
+  if (again) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (b.seq[i] >= 0 && b.seq[i] < n_seq) --next[b.seq[i]];
+    }
+  }
   const int32_t n_vocab = model_->hparams().n_vocab;
   for (int64_t i = 0; i < n; ++i) {
     if (check_tokens && (b.tokens[i] < 0 || b.tokens[i] >= n_vocab)) {

@@ -34,7 +34,8 @@ class StageRunner {
   int32_t n_past(int32_t seq) const { return kv_.n_past(seq); }
 
   // Checks ids, sequences and positions against this node's cache; nothing runs on a bad batch.
-  Status validate(const Batch& batch, bool check_tokens) const;
+  // `again`: this node already ran an earlier part of the same batch, so its positions are recorded.
+  Status validate(const Batch& batch, bool check_tokens, bool again = false) const;
   // hidden = embeddings of batch.tokens (needs the input tensors).
   void embed(const Batch& batch, std::vector<float>& hidden);
   // Runs layers [first, end), all owned here, over hidden (batch.size() x n_embd) and records the

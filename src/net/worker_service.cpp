@@ -180,7 +180,7 @@ Status WorkerService::Forward(grpc::ServerContext* ctx, const v1::ForwardRequest
     model::StageRunner& runner = *session->runner;
     auto batch = batch_from_request(*req, runner);
     if (!batch.ok()) return invalid(batch.error());
-    if (auto s = runner.validate(*batch, false); !s.ok()) return invalid(s.error());
+    if (auto s = runner.validate(*batch, false, req->hop().again()); !s.ok()) return invalid(s.error());
     hidden.resize(req->hidden().size() / sizeof(float));
     std::memcpy(hidden.data(), req->hidden().data(), req->hidden().size());
     if (auto s = runner.run_layers(*batch, req->hop().first_layer(), req->hop().end_layer(), hidden.data()); !s.ok()) {

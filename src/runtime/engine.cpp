@@ -180,6 +180,7 @@ Result<std::vector<float>> Engine::decode(const model::Batch& batch) {
 
 Result<std::vector<float>> Engine::run_hops(const model::Batch& batch, std::vector<float>& hidden) {
   const size_t row_bytes = static_cast<size_t>(hparams().n_embd) * sizeof(float);
+  std::vector<uint8_t> ran(plan_.nodes.size(), 0);  // nodes that already ran a hop of this batch
   for (size_t i = 0; i < hops_.size();) {
     const Hop& h = hops_[i];
     if (h.node == 0) {
@@ -198,6 +199,8 @@ Result<std::vector<float>> Engine::run_hops(const model::Batch& batch, std::vect
       hop->set_first_layer(hops_[j].first);
       hop->set_end_layer(hops_[j].end);
       hop->set_output(hops_[j].output);
+      hop->set_again(ran[hops_[j].node] != 0);
+      ran[hops_[j].node] = 1;
       ++j;
     }
     for (int64_t t = 0; t < batch.size(); ++t) {

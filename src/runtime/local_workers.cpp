@@ -8,10 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <random>
 
 namespace strata::runtime {
@@ -33,36 +32,123 @@ Result<std::string> read_line(int fd, std::chrono::steady_clock::time_point dead
   }
 }
 
+std::string self_executable() {
+  char buf[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return len > 0 ? std::string(buf, static_cast<size_t>(len)) : "";
+}
+
 }  // namespace
 
-LocalWorkers::LocalWorkers(LocalWorkers&& o) noexcept { *this = std::move(o); }
+std::string random_token() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}{:08x}{:08x}", rd(), rd(), rd(), rd());
+}
+
+Result<std::string> write_token_file(const std::string& token) {
+  static std::atomic<int> counter{0};
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            fmt::format("strata-token-{}-{}", ::getpid(), counter++)).string();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return make_error("cannot write {}", path);
+  const std::string line = token + "\n";
+  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  if (!ok) return make_error("cannot write {}", path);
+  return path;
+}
+
+WorkerProcess& WorkerProcess::operator=(WorkerProcess&& o) noexcept {
+  if (this != &o) {
+    stop();
+    pid_ = o.pid_;
+    port_ = o.port_;
+    endpoint_ = std::move(o.endpoint_);
+    o.pid_ = -1;
+  }
+  return *this;
+}
+
+Result<WorkerProcess> WorkerProcess::spawn(const WorkerSpawn& s) {
+  const std::string binary = s.binary.empty() ? self_executable() : s.binary;
+  if (binary.empty()) return make_error("cannot find the strata binary");
+  std::vector<std::string> args = {binary, "-q", "worker", "-H", "127.0.0.1", "-p", std::to_string(s.port),
+                                   "-t", std::to_string(s.threads)};
+  if (!s.token_file.empty()) args.insert(args.end(), {"--token-file", s.token_file});
+  if (!s.cache_dir.empty()) args.insert(args.end(), {"--cache-dir", s.cache_dir});
+  args.insert(args.end(), s.extra_args.begin(), s.extra_args.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return make_error("pipe failed");
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) return make_error("fork failed");
+  if (pid == 0) {
+    // The child dies with the coordinator, even if the coordinator is killed.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);
+    ::dup2(out[1], STDOUT_FILENO);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  WorkerProcess w;
+  w.pid_ = pid;
+  auto line = read_line(out[0], std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  ::close(out[0]);
+  const std::string prefix = "strata worker listening on ";
+  if (!line.ok() || line->rfind(prefix, 0) != 0) {
+    return make_error("worker did not start: {}", line.ok() ? *line : line.error().message);
+  }
+  w.endpoint_ = line->substr(prefix.size());
+  w.port_ = std::stoi(w.endpoint_.substr(w.endpoint_.rfind(':') + 1));
+  return w;
+}
+
+void WorkerProcess::kill(int sig) {
+  if (pid_ <= 0) return;
+  ::kill(pid_, sig);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+void WorkerProcess::stop() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 50; ++i) {
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return;
+    }
+    ::usleep(20000);
+  }
+  kill(SIGKILL);
+}
 
 LocalWorkers& LocalWorkers::operator=(LocalWorkers&& o) noexcept {
   if (this != &o) {
     stop();
-    pids_ = std::move(o.pids_);
-    endpoints_ = std::move(o.endpoints_);
+    workers_ = std::move(o.workers_);
     token_ = std::move(o.token_);
     token_file_ = std::move(o.token_file_);
-    o.pids_.clear();
     o.token_file_.clear();
   }
   return *this;
 }
 
-LocalWorkers::~LocalWorkers() { stop(); }
+std::vector<std::string> LocalWorkers::endpoints() const {
+  std::vector<std::string> out;
+  for (const WorkerProcess& w : workers_) out.push_back(w.endpoint());
+  return out;
+}
 
 void LocalWorkers::stop() {
-  for (pid_t pid : pids_) ::kill(pid, SIGTERM);
-  for (pid_t pid : pids_) {
-    int status = 0;
-    for (int i = 0; i < 50 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) ::usleep(20000);
-    if (::waitpid(pid, &status, WNOHANG) == 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-    }
-  }
-  pids_.clear();
+  workers_.clear();
   if (!token_file_.empty()) std::filesystem::remove(token_file_);
   token_file_.clear();
 }
@@ -70,50 +156,17 @@ void LocalWorkers::stop() {
 Result<LocalWorkers> LocalWorkers::start(int32_t n, int32_t threads, const std::string& cache_dir) {
   if (n < 1 || n > 16) return make_error("--local-workers {} out of range 1..16", n);
   LocalWorkers w;
-  std::random_device rd;
-  w.token_ = fmt::format("{:08x}{:08x}{:08x}{:08x}", rd(), rd(), rd(), rd());
-  w.token_file_ = (std::filesystem::temp_directory_path() / fmt::format("strata-token-{}", ::getpid())).string();
-  {
-    const int fd = ::open(w.token_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0) return make_error("cannot write {}", w.token_file_);
-    const std::string line = w.token_ + "\n";
-    const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-    ::close(fd);
-    if (!ok) return make_error("cannot write {}", w.token_file_);
-  }
-  char self[4096];
-  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (len <= 0) return make_error("cannot find the strata binary (/proc/self/exe)");
-  self[len] = 0;
-  const pid_t parent = ::getpid();
+  w.token_ = random_token();
+  STRATA_ASSIGN(w.token_file_, write_token_file(w.token_));
   for (int32_t i = 0; i < n; ++i) {
-    int out[2];
-    if (::pipe(out) != 0) return make_error("pipe failed");
-    const pid_t pid = ::fork();
-    if (pid < 0) return make_error("fork failed");
-    if (pid == 0) {
-      // The child dies with the coordinator, even if the coordinator is killed.
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != parent) ::_exit(1);
-      ::dup2(out[1], STDOUT_FILENO);
-      ::close(out[0]);
-      ::close(out[1]);
-      const std::string t = std::to_string(threads);
-      const std::string cache = cache_dir + "/local-worker-" + std::to_string(i);
-      ::execl(self, self, "-q", "worker", "-H", "127.0.0.1", "-p", "0", "-t", t.c_str(), "--token-file",
-              w.token_file_.c_str(), "--cache-dir", cache.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    w.pids_.push_back(pid);
-    auto line = read_line(out[0], std::chrono::steady_clock::now() + std::chrono::seconds(30));
-    ::close(out[0]);
-    const std::string prefix = "strata worker listening on ";
-    if (!line.ok() || line->rfind(prefix, 0) != 0) {
-      return make_error("local worker {} did not start: {}", i, line.ok() ? *line : line.error().message);
-    }
-    w.endpoints_.push_back(line->substr(prefix.size()));
-    spdlog::info("local worker {} (pid {}) on {}", i, pid, w.endpoints_.back());
+    WorkerSpawn s;
+    s.threads = threads;
+    s.token_file = w.token_file_;
+    s.cache_dir = cache_dir + "/local-worker-" + std::to_string(i);
+    auto p = WorkerProcess::spawn(s);
+    if (!p.ok()) return make_error("local worker {}: {}", i, p.error().message);
+    spdlog::info("local worker {} (pid {}) on {}", i, p->pid(), p->endpoint());
+    w.workers_.push_back(std::move(*p));
   }
   return w;
 }

@@ -1,5 +1,6 @@
-// `--local-workers N`: N `strata worker` child processes on loopback, for a multi-node run on one
-// machine. They get a random token, pick free ports, and stop when this process exits.
+// Worker child processes: `--local-workers N` starts N `strata worker` processes on loopback for a
+// multi-node run on one machine (random token, free ports, stopped when this process exits). Tests use
+// WorkerProcess to start, kill and restart single workers.
 #pragma once
 
 #include <sys/types.h>
@@ -11,25 +12,59 @@
 
 namespace strata::runtime {
 
+struct WorkerSpawn {
+  std::string binary;      // the strata binary; empty: this process's own executable
+  int32_t port = 0;        // 0: the worker picks a free port
+  int32_t threads = 1;
+  std::string token_file;  // empty: no token
+  std::string cache_dir;
+  std::vector<std::string> extra_args;
+};
+
+class WorkerProcess {
+ public:
+  // Starts a worker on 127.0.0.1 and waits (up to 30 s) until it prints its port.
+  static Result<WorkerProcess> spawn(const WorkerSpawn& spawn);
+  WorkerProcess() = default;
+  WorkerProcess(WorkerProcess&& o) noexcept { *this = std::move(o); }
+  WorkerProcess& operator=(WorkerProcess&& o) noexcept;
+  ~WorkerProcess() { stop(); }
+
+  const std::string& endpoint() const { return endpoint_; }
+  int32_t port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  // SIGTERM, then SIGKILL after a second; waits for the process.
+  void stop();
+  // Sends `sig` (e.g. SIGKILL) and reaps the process.
+  void kill(int sig);
+
+ private:
+  pid_t pid_ = -1;
+  int32_t port_ = 0;
+  std::string endpoint_;
+};
+
 class LocalWorkers {
  public:
-  // Starts n workers with `threads` threads each; waits until each prints its port.
+  // Starts n workers with `threads` threads each and a shared random token.
   static Result<LocalWorkers> start(int32_t n, int32_t threads, const std::string& cache_dir);
   LocalWorkers() = default;
-  LocalWorkers(LocalWorkers&&) noexcept;
-  LocalWorkers& operator=(LocalWorkers&&) noexcept;
-  ~LocalWorkers();
+  LocalWorkers(LocalWorkers&& o) noexcept { *this = std::move(o); }
+  LocalWorkers& operator=(LocalWorkers&& o) noexcept;
+  ~LocalWorkers() { stop(); }
 
-  const std::vector<std::string>& endpoints() const { return endpoints_; }
+  std::vector<std::string> endpoints() const;
   const std::string& token() const { return token_; }
-  const std::vector<pid_t>& pids() const { return pids_; }
   void stop();
 
  private:
-  std::vector<pid_t> pids_;
-  std::vector<std::string> endpoints_;
+  std::vector<WorkerProcess> workers_;
   std::string token_;
   std::string token_file_;
 };
+
+// Writes a token to a new 0600 file; returns its path.
+Result<std::string> write_token_file(const std::string& token);
+std::string random_token();
 
 }  // namespace strata::runtime

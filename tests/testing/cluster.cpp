@@ -1,0 +1,105 @@
+#include "testing/cluster.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "runtime/generate.h"
+#include "testing/shared_data.h"
+
+namespace strata::testing {
+
+TestCluster::TestCluster(int n, int threads, const std::string& name) {
+  root_ = (std::filesystem::temp_directory_path() / ("strata-test-" + name + "-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(root_);
+  token_ = runtime::random_token();
+  auto file = runtime::write_token_file(token_);
+  if (!file.ok()) {
+    error_ = file.error().message;
+    return;
+  }
+  token_file_ = *file;
+  for (int i = 0; i < n; ++i) {
+    runtime::WorkerSpawn s;
+    s.binary = strata_binary();
+    s.threads = threads;
+    s.token_file = token_file_;
+    s.cache_dir = cache_dir(i);
+    auto w = runtime::WorkerProcess::spawn(s);
+    if (!w.ok()) {
+      error_ = w.error().message;
+      return;
+    }
+    workers_.push_back(std::move(*w));
+  }
+}
+
+TestCluster::~TestCluster() {
+  workers_.clear();
+  std::filesystem::remove(token_file_);
+  std::filesystem::remove_all(root_);
+}
+
+std::vector<std::string> TestCluster::endpoints() const {
+  std::vector<std::string> out;
+  for (const auto& w : workers_) out.push_back(w.endpoint());
+  return out;
+}
+
+bool TestCluster::restart(int i, int threads) {
+  runtime::WorkerSpawn s;
+  s.binary = strata_binary();
+  s.port = workers_[i].port() ? workers_[i].port() : 0;
+  s.threads = threads;
+  s.token_file = token_file_;
+  s.cache_dir = cache_dir(i);
+  const std::string endpoint = workers_[i].endpoint();
+  s.port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+  for (int attempt = 0; attempt < 50; ++attempt) {  // the old socket may linger briefly
+    auto w = runtime::WorkerProcess::spawn(s);
+    if (w.ok()) {
+      workers_[i] = std::move(*w);
+      return true;
+    }
+    ::usleep(100000);
+  }
+  return false;
+}
+
+runtime::EngineOptions cluster_options(const std::string& model, const TestCluster& cluster, int32_t n_ctx) {
+  runtime::EngineOptions o;
+  o.model_path = model;
+  o.n_ctx = n_ctx;
+  o.n_threads = 1;
+  o.n_batch = 256;
+  o.cluster.workers = cluster.endpoints();
+  o.cluster.security.token = cluster.token();
+  o.cluster.timeout_ms = 20000;
+  return o;
+}
+
+std::vector<float> run_reference(runtime::Engine& engine, const std::vector<int32_t>& prompt, int n_decode) {
+  auto logits = runtime::evaluate_prompt(engine, 0, prompt, true);
+  if (!logits.ok()) {
+    ADD_FAILURE() << logits.error().message;
+    return {};
+  }
+  std::vector<float> all = std::move(*logits);
+  const int32_t V = engine.n_vocab();
+  for (int i = 0; i < n_decode; ++i) {
+    const float* last = all.data() + all.size() - V;
+    const int32_t token = static_cast<int32_t>(std::max_element(last, last + V) - last);
+    model::Batch b;
+    b.add(token, static_cast<int32_t>(prompt.size()) + i, 0, true);
+    auto next = engine.decode(b);
+    if (!next.ok()) {
+      ADD_FAILURE() << next.error().message;
+      return {};
+    }
+    all.insert(all.end(), next->begin(), next->end());
+  }
+  return all;
+}
+
+}  // namespace strata::testing

@@ -1,0 +1,40 @@
+// Worker processes on 127.0.0.1 for integration tests, and engines over them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "runtime/local_workers.h"
+
+namespace strata::testing {
+
+class TestCluster {
+ public:
+  // Starts n workers (strata binary, random ports, a shared token, a fresh cache dir per worker).
+  explicit TestCluster(int n, int threads = 1, const std::string& name = "cluster");
+  ~TestCluster();
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  std::vector<std::string> endpoints() const;
+  const std::string& token() const { return token_; }
+  const std::string& token_file() const { return token_file_; }
+  runtime::WorkerProcess& worker(int i) { return workers_[i]; }
+  // Starts worker i again on its old port (after kill()).
+  bool restart(int i, int threads = 1);
+  std::string cache_dir(int i) const { return root_ + "/worker-" + std::to_string(i); }
+
+ private:
+  std::string root_, token_, token_file_, error_;
+  std::vector<runtime::WorkerProcess> workers_;
+};
+
+// Engine options for a model over these workers.
+runtime::EngineOptions cluster_options(const std::string& model, const TestCluster& cluster, int32_t n_ctx = 256);
+
+// Single-node logits of every prompt position followed by `n_decode` greedy steps' logits.
+std::vector<float> run_reference(runtime::Engine& engine, const std::vector<int32_t>& prompt, int n_decode);
+
+}  // namespace strata::testing
