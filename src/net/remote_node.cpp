@@ -130,6 +130,7 @@ Status RemoteNode::seq_op(const std::string& session, v1::SeqOpRequest::Op op, i
 Result<bool> RemoteNode::ping(const std::string& session) {
   grpc::ClientContext ctx;
   prepare(ctx, std::min(timeout_ms_, 5000));
+  ctx.set_wait_for_ready(true);  // a worker that just restarted: wait for the reconnect, not fail fast
   v1::SessionRef req;
   req.set_session(session);
   v1::PingReply reply;

@@ -209,12 +209,21 @@ Status WorkerService::Forward(grpc::ServerContext* ctx, const v1::ForwardRequest
   *onward.mutable_seq() = req->seq();
   onward.set_want_logits(req->want_logits());
   onward.set_hidden(hidden.data(), hidden.size() * sizeof(float));
-  auto client = grpc::ClientContext::FromServerContext(*ctx);
-  const auto& md = ctx->client_metadata();
-  if (auto it = md.find("authorization"); it != md.end()) {
-    client->AddMetadata("authorization", std::string(it->second.data(), it->second.size()));
-  }
-  Status s = stub->Forward(client.get(), onward, reply);
+  auto call = [&](bool wait_for_ready) {
+    auto client = grpc::ClientContext::FromServerContext(*ctx);
+    const auto& md = ctx->client_metadata();
+    if (auto it = md.find("authorization"); it != md.end()) {
+      client->AddMetadata("authorization", std::string(it->second.data(), it->second.size()));
+    }
+    if (wait_for_ready) {
+      // A next worker that just restarted: give the channel one reconnect, within the caller's deadline.
+      client->set_wait_for_ready(true);
+      client->set_deadline(std::min(ctx->deadline(), std::chrono::system_clock::now() + std::chrono::milliseconds(2500)));
+    }
+    return stub->Forward(client.get(), onward, reply);
+  };
+  Status s = call(false);
+  if (s.error_code() == StatusCode::UNAVAILABLE) s = call(true);
   if (!s.ok()) return {s.error_code(), "stage on " + next.endpoint() + ": " + s.error_message()};
   return Status::OK;
 }

@@ -1,0 +1,195 @@
+// Failures from outside: a worker killed mid-generation, garbage on its port, wrong tokens, bad
+// messages. Each is an error value; the coordinator and the workers keep running.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+
+#include "net/credentials.h"
+#include "net/remote_node.h"
+#include "runtime/generate.h"
+#include "strata.grpc.pb.h"
+#include "testing/cluster.h"
+#include "testing/shared_data.h"
+
+namespace strata {
+namespace {
+
+using testing::TestCluster;
+
+std::vector<int32_t> greedy(runtime::Engine& e, const std::vector<int32_t>& prompt, int n, Status* status) {
+  runtime::GenerationRequest req;
+  req.prompt = prompt;
+  req.n_predict = n;
+  req.ignore_eos = true;
+  sampling::Params p;
+  p.temp = 0;
+  sampling::Sampler sampler(p, e.n_vocab());
+  std::vector<int32_t> out;
+  auto r = runtime::generate(e, req, sampler, [&](text::Token t, const std::string&) {
+    if (t >= 0) out.push_back(t);
+    return true;
+  });
+  *status = r.ok() ? Status{} : Status{r.error()};
+  return out;
+}
+
+const std::vector<int32_t> kPrompt = {1, 403, 407, 261, 378, 432, 383, 286};
+
+TEST(Fault, killed_worker_fails_the_request_naming_it_then_the_next_request_succeeds) {
+  STRATA_SHARED_FILE(model, "models/synth/llama-dense-q4_k_m.gguf");
+  TestCluster cluster(2, 1, "kill");
+  ASSERT_TRUE(cluster.ok()) << cluster.error();
+  runtime::EngineOptions single;
+  single.model_path = model;
+  single.n_ctx = 256;
+  single.n_threads = 1;
+  auto reference = runtime::Engine::load(single);
+  ASSERT_TRUE(reference.ok());
+  Status st;
+  const std::vector<int32_t> want = greedy(**reference, kPrompt, 24, &st);
+  ASSERT_TRUE(st.ok());
+
+  runtime::EngineOptions o = testing::cluster_options(model, cluster);
+  o.cluster.tensor_split = {1, 1};
+  o.cluster.timeout_ms = 3000;
+  auto e = runtime::Engine::load(o);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  const std::string victim = cluster.endpoints()[1];
+
+  // Kill -9 the second worker after a few tokens.
+  runtime::GenerationRequest req;
+  req.prompt = kPrompt;
+  req.n_predict = 24;
+  req.ignore_eos = true;
+  sampling::Params p;
+  p.temp = 0;
+  sampling::Sampler sampler(p, (*e)->n_vocab());
+  int produced = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto r = runtime::generate(**e, req, sampler, [&](text::Token, const std::string&) {
+    if (++produced == 3) cluster.worker(1).kill(SIGKILL);
+    return true;
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find(victim), std::string::npos) << r.error().message;
+  EXPECT_LT(seconds, 3.0 + 2.0) << "the failure must come within the deadline";
+
+  // The coordinator is still here; with the worker back, the next request works and is exact.
+  ASSERT_TRUE(cluster.restart(1));
+  std::vector<int32_t> got = greedy(**e, kPrompt, 24, &st);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_EQ(got, want);
+}
+
+class WorkerInputs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = std::make_unique<TestCluster>(1, 1, "inputs");
+    ASSERT_TRUE(cluster_->ok()) << cluster_->error();
+    endpoint_ = cluster_->endpoints()[0];
+  }
+  // The worker still answers a correct Hello.
+  void expect_still_serving() {
+    auto link = net::RemoteNode::connect(endpoint_, {cluster_->token(), "", "", ""}, 5000);
+    ASSERT_TRUE(link.ok());
+    auto facts = (*link)->hello();
+    EXPECT_TRUE(facts.ok()) << facts.error().message;
+  }
+  std::unique_ptr<v1::Worker::Stub> stub() {
+    auto channel = net::make_channel(endpoint_, {});
+    return v1::Worker::NewStub(*channel);
+  }
+  grpc::Status call_forward(const v1::ForwardRequest& req) {
+    grpc::ClientContext ctx;
+    net::authorize(ctx, cluster_->token());
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::ForwardReply reply;
+    return stub()->Forward(&ctx, req, &reply);
+  }
+  std::unique_ptr<TestCluster> cluster_;
+  std::string endpoint_;
+};
+
+TEST_F(WorkerInputs, garbage_bytes_on_the_port_do_not_stop_the_worker) {
+  const int port = std::stoi(endpoint_.substr(endpoint_.rfind(':') + 1));
+  std::mt19937 rng(1);
+  for (int round = 0; round < 5; ++round) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    ASSERT_EQ(0, ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)));
+    std::string junk(4096, '\0');
+    for (char& c : junk) c = static_cast<char>(rng());
+    if (round == 0) junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    (void)!::write(fd, junk.data(), junk.size());
+    ::close(fd);
+  }
+  expect_still_serving();
+}
+
+TEST_F(WorkerInputs, wrong_or_missing_token_is_refused) {
+  for (const std::string token : {"", "not-the-token"}) {
+    auto link = net::RemoteNode::connect(endpoint_, {token, "", "", ""}, 5000);
+    ASSERT_TRUE(link.ok());
+    auto facts = (*link)->hello();
+    ASSERT_FALSE(facts.ok());
+    EXPECT_NE(facts.error().message.find("authentication failed"), std::string::npos) << facts.error().message;
+  }
+  expect_still_serving();
+}
+
+TEST_F(WorkerInputs, malformed_forward_requests_get_error_statuses) {
+  v1::ForwardRequest req;
+  req.mutable_hop()->set_session("no-such-session");
+  req.add_pos(0);
+  req.add_seq(0);
+  req.set_want_logits(std::string(1, '\1'));
+  req.set_hidden(std::string(7, 'x'));
+  grpc::Status s = call_forward(req);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  expect_still_serving();
+}
+
+TEST_F(WorkerInputs, stage_with_an_unknown_model_hash_is_refused) {
+  STRATA_SHARED_FILE(model_path, "models/stories260K.gguf");
+  auto model = model::Model::open(model_path);
+  ASSERT_TRUE(model.ok());
+  v1::StageSpec spec;
+  spec.set_session("s1");
+  spec.set_model_sha256(std::string(64, '0'));  // a hash neither the cache nor the model dir has
+  spec.add_stage_tensors("blk.0.attn_q.weight");
+  spec.set_n_seq(1);
+  spec.set_n_ctx_per_seq(64);
+  spec.set_n_batch(16);
+  grpc::ClientContext ctx;
+  net::authorize(ctx, cluster_->token());
+  v1::PrepareReply reply;
+  // Without metadata the spec is malformed.
+  grpc::Status s = stub()->PrepareStage(&ctx, spec, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // A bad hash format is refused too.
+  spec.set_model_sha256("../../etc/passwd");
+  grpc::ClientContext ctx2;
+  net::authorize(ctx2, cluster_->token());
+  s = stub()->PrepareStage(&ctx2, spec, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("model_sha256"), std::string::npos) << s.error_message();
+  // LoadStage for a session never prepared.
+  grpc::ClientContext ctx3;
+  net::authorize(ctx3, cluster_->token());
+  v1::LoadReply loaded;
+  s = stub()->LoadStage(&ctx3, spec, &loaded);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  expect_still_serving();
+}
+
+}  // namespace
+}  // namespace strata
