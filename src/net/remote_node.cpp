@@ -55,6 +55,7 @@ Result<NodeFacts> RemoteNode::hello() {
   f.memory_available = reply.memory_available();
   f.cgroup_limited = reply.cgroup_limited();
   f.model_sha256.assign(reply.model_sha256().begin(), reply.model_sha256().end());
+  f.sessions = reply.sessions();
   return f;
 }
 

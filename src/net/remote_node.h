@@ -22,6 +22,7 @@ struct NodeFacts {
   uint64_t memory_available = 0;
   bool cgroup_limited = false;
   std::vector<std::string> model_sha256;
+  int32_t sessions = 0;  // sessions the worker holds now
 };
 
 struct LoadProgress {
