@@ -1,0 +1,93 @@
+// Pieces of the planner shared by its files (not part of the plan API).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/plan.h"
+
+namespace strata::plan::detail {
+
+// ---- text ----
+std::string human_bytes(uint64_t b);
+// Sorted layer indices as ranges: "0-20, 25, 30-39".
+std::string ranges(const std::vector<int32_t>& layers);
+// "layer 5" / "layers 0-20, 25".
+std::string layers_phrase(const std::vector<int32_t>& layers);
+// How a node is shown: its name, else its endpoint, else "local".
+std::string node_label(const std::vector<Node>& nodes, int32_t node);
+// How to name a node in an -ot rule: "local" or host:port.
+std::string node_spec(const std::vector<Node>& nodes, int32_t node);
+// "3,2" (shortest round-trip form of each value).
+std::string join_values(const std::vector<double>& values);
+// Where each layer (0..n_layer, n_layer = output) goes, in layer order: "layers 0-20 A, 21-39 B; output B".
+std::string placement_summary(const std::vector<Node>& nodes, const std::vector<int32_t>& owner);
+
+// ---- llama.cpp's layer split (dev_layer) ----
+// Owners of layers 0..n_layer (n_layer = the output layer). Layers outside the offloaded range stay on
+// node 0; the others go to devices[upper_bound(cumulative normalized ratios, (il - i_start) / act)],
+// computed in float as llama.cpp does. Ratios must be finite and >= 0; all zero splits evenly.
+std::vector<int32_t> split_layers(int32_t n_layer, const std::vector<int32_t>& devices,
+                                  const std::vector<float>& ratios, int64_t n_offload);
+// -ts values as llama.cpp's floats (values beyond float range are scaled down first).
+std::vector<float> ratios_as_float(const std::vector<double>& values);
+
+// The placement the flags (-ts, -ngl, or the memory split) give, before any -ot pin.
+struct FlagSplit {
+  std::vector<int32_t> owner;        // n_layer + 1 entries, the last one the output layer
+  bool explicit_flags = false;       // -ts (not all zero) or -ngl given: --strict-placement applies
+  bool output_follows_last = false;  // memory split: the output goes where the last layer ends up
+  std::string flag_text;             // "-ts 1,1", "-ngl 30", "the split by usable memory", ...
+  std::string decision;
+  std::vector<std::string> warnings;
+};
+Result<FlagSplit> split_by_flags(int32_t n_layer, const std::vector<Node>& nodes, const Request& request);
+
+// A -ts that gives exactly `owner` (n_layer + 1 entries, output last) under llama.cpp's formula.
+struct TsSuggestion {
+  std::string flag;    // "-ts 25,16"
+  std::string detail;  // "(25 layers on A, 15 layers + output on B)"
+};
+std::optional<TsSuggestion> agreeing_tensor_split(const std::vector<Node>& nodes, const std::vector<int32_t>& owner,
+                                                  const Request& request);
+// The suggestion as a phrase: "-ts 25,16 (...)" or an explanation why no -ts can express `owner`.
+std::string agreeing_phrase(const std::vector<Node>& nodes, const std::vector<int32_t>& owner, const Request& request);
+
+// ---- -ot pins ----
+// Checks an -ot pattern before std::regex sees it: not empty, not too long (its compiler recurses), and
+// no group repeated by *, + or {n,...} that itself holds an unbounded quantifier ((.*)*, (a+){2}):
+// std::regex backtracks through those in exponential time, even on short tensor names.
+Status check_pattern(std::string_view pattern);
+struct Pins {
+  std::vector<int32_t> node;  // per model tensor (model.tensors() order): pinned node, or -1
+  std::vector<int32_t> rule;  // per model tensor: index of the winning rule, or -1
+  std::vector<std::string> rule_text;  // per rule: "pattern=node_spec"
+  std::vector<std::string> warnings;
+};
+Result<Pins> match_pins(const model::Model& model, const std::vector<Node>& nodes,
+                        const std::vector<TensorOverride>& overrides);
+
+// Final owners of layers 0..n_layer after the pins, with decisions and warnings; refuses split layers
+// (kSplitLayer) and, with --strict-placement, pins that override -ts/-ngl (kStrictPlacement).
+struct Resolution {
+  std::vector<int32_t> owner;
+  std::vector<std::string> decisions;
+  std::vector<std::string> warnings;
+};
+Result<Resolution> resolve_layers(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
+                                  const FlagSplit& flags, const Pins& pins, PlanErrorKind* kind);
+
+// ---- bytes ----
+// Per node: indices (into model.tensors()) of tensors it needs besides those homed there: token_embd on
+// the output node when the head is tied, rope_freqs on every other node that runs layers.
+std::vector<std::vector<size_t>> extra_tensor_indices(const model::Model& model, size_t n_nodes,
+                                                      const std::vector<int32_t>& owner);
+// What each node needs when layers 0..n_layer are owned per `owner` (the output layer last).
+std::vector<NodeBytes> node_bytes(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
+                                  const std::vector<int32_t>& owner);
+// Refuses (naming every node over its limit, with numbers and a fix) when a node does not fit.
+Status check_budget(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
+                    const std::vector<int32_t>& owner, const std::vector<NodeBytes>& bytes);
+
+}  // namespace strata::plan::detail

@@ -1,0 +1,361 @@
+// -ot pins: matching rules to tensors, and deciding each layer's owner from the pins and the flags.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <regex>
+#include <set>
+#include <tuple>
+
+#include "plan/internal.h"
+
+namespace strata::plan::detail {
+namespace {
+
+constexpr size_t kMaxPattern = 1000;  // keeps std::regex's recursive compiler within its stack
+
+// A {n}, {n,} or {n,m} quantifier at p[i] == '{': its length, whether it repeats (m > 1 or no m), and
+// whether it is unbounded. Anything else is a literal brace (length 0).
+size_t brace_quantifier(std::string_view p, size_t i, bool* repeats, bool* unbounded) {
+  const size_t close = p.find('}', i);
+  if (close == std::string_view::npos) return 0;
+  const std::string_view body = p.substr(i + 1, close - i - 1);
+  const size_t comma = body.find(',');
+  const std::string_view lo = body.substr(0, comma), hi = comma == std::string_view::npos ? lo : body.substr(comma + 1);
+  auto digits = [](std::string_view d) { return std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; }); };
+  if (lo.empty() || !digits(lo) || !digits(hi) || lo.size() > 9 || hi.size() > 9) return 0;
+  *unbounded = comma != std::string_view::npos && hi.empty();
+  *repeats = *unbounded || std::stoul(std::string(hi)) > 1;
+  return close - i + 1;
+}
+
+std::string op_of(const model::Model::Tensor& t, int32_t n_layer) {
+  if (t.decl.layer >= n_layer) return "output head";
+  const std::string& name = t.decl.name;
+  const std::string prefix = fmt::format("blk.{}.", t.decl.layer);
+  const std::string suffix = name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+  if (suffix.rfind("attn_", 0) == 0) return "attention";
+  if (suffix.rfind("ffn_", 0) == 0) return "feed-forward";
+  return "other";
+}
+
+std::string layer_name(int32_t il, int32_t n_layer) {
+  return il >= n_layer ? std::string("the output layer") : fmt::format("layer {}", il);
+}
+
+// An -ot rule that pins exactly this layer.
+std::string whole_layer_rule(const std::vector<Node>& nodes, int32_t il, int32_t n_layer, int32_t node) {
+  const std::string pattern = il >= n_layer ? std::string("^output") : fmt::format("blk\\.{}\\.", il);
+  return fmt::format("-ot '{}={}'", pattern, node_spec(nodes, node));
+}
+
+struct Placed {
+  size_t tensor;
+  int32_t node;
+  std::string source;  // "-ot rule '...'" or the flags
+};
+
+// The message for a layer whose tensors land on several nodes.
+std::string split_message(const model::Model& model, const std::vector<Node>& nodes, int32_t il,
+                          const std::vector<Placed>& placed, int32_t pin_node) {
+  const int32_t n_layer = model.hparams().n_layer;
+  // Group by op, then by (node, source), keeping declaration order.
+  std::vector<std::string> ops;
+  for (const Placed& p : placed) {
+    const std::string op = op_of(model.tensors()[p.tensor], n_layer);
+    if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+  }
+  auto groups_of = [&](const std::string* op) {
+    std::vector<std::tuple<int32_t, std::string, std::vector<std::string>>> groups;
+    for (const Placed& p : placed) {
+      if (op && op_of(model.tensors()[p.tensor], n_layer) != *op) continue;
+      auto it = std::find_if(groups.begin(), groups.end(),
+                             [&](const auto& g) { return std::get<0>(g) == p.node && std::get<1>(g) == p.source; });
+      if (it == groups.end()) {
+        groups.emplace_back(p.node, p.source, std::vector<std::string>{});
+        it = groups.end() - 1;
+      }
+      std::get<2>(*it).push_back(model.tensors()[p.tensor].decl.name);
+    }
+    return groups;
+  };
+  auto describe = [&](const auto& g) {
+    std::string names;
+    for (const std::string& n : std::get<2>(g)) names += (names.empty() ? "" : ", ") + n;
+    return fmt::format("on {} ({}, by {})", node_label(nodes, std::get<0>(g)), names, std::get<1>(g));
+  };
+  std::string body;
+  for (const std::string& op : ops) {
+    std::set<int32_t> op_nodes;
+    for (const auto& g : groups_of(&op)) op_nodes.insert(std::get<0>(g));
+    if (op_nodes.size() < 2) continue;
+    std::string parts;
+    for (const auto& g : groups_of(&op)) parts += (parts.empty() ? "" : " and ") + describe(g);
+    body = fmt::format("its {} op would need operands on {} nodes: {}", op, op_nodes.size(), parts);
+    break;
+  }
+  if (body.empty()) {
+    std::string parts;
+    for (const std::string& op : ops) {
+      for (const auto& g : groups_of(&op)) parts += fmt::format("{}the {} op {}", parts.empty() ? "" : "; ", op, describe(g));
+    }
+    body = "its ops would run on different nodes and exchange the hidden state inside the layer: " + parts;
+  }
+  return fmt::format("-ot splits {} across nodes: {}. Explicit cross-node transfers inside a layer are not supported "
+                     "yet; pin the whole layer to one node, e.g. {}",
+                     layer_name(il, n_layer), body, whole_layer_rule(nodes, il, n_layer, pin_node));
+}
+
+// Layers a pin moved away from where the flags put them, grouped by (pinned node, flag node, rules).
+struct Moved {
+  int32_t to = 0;
+  int32_t from = 0;
+  std::set<int32_t> rules;
+  std::vector<int32_t> layers;  // output layer = n_layer
+};
+
+std::string moved_layers(const Moved& m, int32_t n_layer) {
+  std::vector<int32_t> layers;
+  bool output = false;
+  for (int32_t il : m.layers) {
+    if (il >= n_layer) output = true;
+    else layers.push_back(il);
+  }
+  std::string s = layers.empty() ? "" : layers_phrase(layers);
+  if (output) s += s.empty() ? "the output layer" : " and the output layer";
+  return s;
+}
+
+std::string rules_phrase(const Moved& m, const Pins& pins) {
+  std::string s = m.rules.size() == 1 ? "rule " : "rules ";
+  bool first = true;
+  for (int32_t r : m.rules) {
+    s += fmt::format("{}'{}'", first ? "" : ", ", pins.rule_text[r]);
+    first = false;
+  }
+  return s;
+}
+
+}  // namespace
+
+Status check_pattern(std::string_view p) {
+  if (p.empty()) return make_error("empty pattern");
+  if (p.size() > kMaxPattern) return make_error("pattern longer than {} characters", kMaxPattern);
+  std::vector<bool> open;  // per open group: its body holds an unbounded quantifier
+  bool in_class = false, after_group = false, group_unbounded = false;
+  auto mark = [&] {
+    if (!open.empty()) open.back() = true;
+  };
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    const bool follows_group = after_group;
+    after_group = false;
+    if (c == '\\') {
+      ++i;
+      continue;
+    }
+    if (in_class) {
+      in_class = c != ']';
+      continue;
+    }
+    bool repeats = false, unbounded = false;
+    switch (c) {
+      case '[': in_class = true; break;
+      case '(': open.push_back(false); break;
+      case ')':
+        if (open.empty()) break;
+        group_unbounded = open.back();
+        open.pop_back();
+        if (group_unbounded) mark();
+        after_group = true;
+        break;
+      case '*':
+      case '+': repeats = unbounded = true; break;
+      case '{':
+        if (size_t n = brace_quantifier(p, i, &repeats, &unbounded)) i += n - 1;
+        break;
+      default: break;
+    }
+    if (repeats && follows_group && group_unbounded) {
+      return make_error("a repeated group holds an unbounded quantifier (like (.*)* or (a+){{2}}), which std::regex "
+                        "matches in exponential time; write it without the nesting");
+    }
+    if (unbounded) mark();
+  }
+  return {};
+}
+
+Result<Pins> match_pins(const model::Model& model, const std::vector<Node>& nodes,
+                        const std::vector<TensorOverride>& overrides) {
+  Pins pins;
+  const auto& tensors = model.tensors();
+  pins.node.assign(tensors.size(), -1);
+  pins.rule.assign(tensors.size(), -1);
+  std::vector<std::regex> res;
+  std::vector<int32_t> rule_node;
+  for (const TensorOverride& o : overrides) {
+    const std::string text = o.pattern + "=" + o.node_spec;
+    pins.rule_text.push_back(text);
+    if (auto ok = check_pattern(o.pattern); !ok) {
+      return make_error("plan: -ot rule '{}': {}", text.size() > 80 ? text.substr(0, 80) + "..." : text, ok.error().message);
+    }
+    try {
+      res.emplace_back(o.pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return make_error("plan: -ot rule '{}': invalid regex '{}': {}", text, o.pattern, e.what());
+    }
+    auto node = resolve_node(nodes, o.node_spec);
+    if (!node) return make_error("plan: -ot rule '{}': {}", text, node.error().message);
+    rule_node.push_back(*node);
+  }
+  std::vector<size_t> matched(overrides.size(), 0), won(overrides.size(), 0);
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    for (size_t r = 0; r < res.size(); ++r) {
+      bool hit = false;
+      try {
+        hit = std::regex_search(tensors[t].decl.name, res[r]);
+      } catch (const std::regex_error& e) {
+        return make_error("plan: -ot rule '{}' failed on tensor '{}': {}", pins.rule_text[r], tensors[t].decl.name, e.what());
+      }
+      if (!hit) continue;
+      ++matched[r];
+      if (pins.rule[t] < 0) {
+        pins.rule[t] = static_cast<int32_t>(r);
+        pins.node[t] = rule_node[r];
+        ++won[r];
+      }
+    }
+  }
+  for (size_t r = 0; r < overrides.size(); ++r) {
+    if (matched[r] == 0) {
+      pins.warnings.push_back(fmt::format("-ot rule '{}' matches no tensor of this model", pins.rule_text[r]));
+    } else if (won[r] == 0) {
+      pins.warnings.push_back(fmt::format(
+          "-ot rule '{}' has no effect: every tensor it matches was already placed by an earlier rule (first match wins)",
+          pins.rule_text[r]));
+    }
+  }
+  return pins;
+}
+
+Result<Resolution> resolve_layers(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
+                                  const FlagSplit& flags, const Pins& pins, PlanErrorKind* kind) {
+  const int32_t n_layer = model.hparams().n_layer;
+  const auto& tensors = model.tensors();
+  Resolution res;
+  res.owner = flags.owner;
+  std::vector<std::vector<size_t>> by_layer(static_cast<size_t>(n_layer) + 1);
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const int layer = tensors[t].decl.layer;
+    if (layer >= 0) by_layer[std::min(layer, n_layer)].push_back(t);
+  }
+
+  std::vector<Moved> moved;
+  std::vector<int32_t> split_layers_found;
+  std::string first_split;
+  for (int32_t il = 0; il <= n_layer; ++il) {
+    if (il == n_layer && flags.output_follows_last) res.owner[n_layer] = res.owner[n_layer - 1];
+    const int32_t flag_owner = res.owner[il];
+    std::vector<Placed> placed;
+    std::set<int32_t> used;
+    std::set<int32_t> rules;
+    bool any_pin = false, any_free = false;
+    int32_t pin_node = -1;
+    for (size_t t : by_layer[il]) {
+      if (pins.node[t] >= 0) {
+        any_pin = true;
+        if (pin_node < 0) pin_node = pins.node[t];
+        rules.insert(pins.rule[t]);
+        placed.push_back({t, pins.node[t], fmt::format("-ot rule '{}'", pins.rule_text[pins.rule[t]])});
+        used.insert(pins.node[t]);
+      } else {
+        any_free = true;
+        placed.push_back({t, flag_owner, flags.flag_text});
+        used.insert(flag_owner);
+      }
+    }
+    if (!any_pin) continue;
+    if (used.size() > 1) {
+      split_layers_found.push_back(il);
+      if (first_split.empty()) first_split = split_message(model, nodes, il, placed, pin_node);
+      continue;
+    }
+    const int32_t owner = *used.begin();
+    if (!any_free && owner != flag_owner) {
+      auto it = std::find_if(moved.begin(), moved.end(),
+                             [&](const Moved& m) { return m.to == owner && m.from == flag_owner && m.rules == rules; });
+      if (it == moved.end()) {
+        moved.push_back({owner, flag_owner, rules, {}});
+        it = moved.end() - 1;
+      }
+      it->layers.push_back(il);
+    }
+    res.owner[il] = owner;
+  }
+
+  if (!split_layers_found.empty()) {
+    if (kind) *kind = PlanErrorKind::kSplitLayer;
+    std::string more;
+    if (split_layers_found.size() > 1) {
+      std::vector<int32_t> rest(split_layers_found.begin() + 1, split_layers_found.end());
+      const bool output = rest.back() >= n_layer;
+      if (output) rest.pop_back();
+      std::string what = rest.empty() ? "" : layers_phrase(rest);
+      if (output) what += what.empty() ? "the output layer" : " and the output layer";
+      more = fmt::format(" (the same holds for {})", what);
+    }
+    return make_error("plan: {}{}", first_split, more);
+  }
+
+  // The input (token embeddings) always stays on the coordinator.
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (tensors[t].decl.layer >= 0 || pins.node[t] <= 0) continue;
+    const std::string& name = tensors[t].decl.name;
+    const bool tied_copy = name == "token_embd.weight" && pins.node[t] == res.owner[n_layer] &&
+                           std::none_of(tensors.begin(), tensors.end(),
+                                        [](const model::Model::Tensor& x) { return x.decl.name == "output.weight"; });
+    const bool rope_copy = name == "rope_freqs.weight" &&
+                           std::find(res.owner.begin(), res.owner.end() - 1, pins.node[t]) != res.owner.end() - 1;
+    if (tied_copy || rope_copy) continue;  // that node holds a copy anyway
+    const std::string msg = fmt::format(
+        "-ot rule '{}' pins {} to {}, but input tensors stay on {} (the coordinator embeds the tokens)",
+        pins.rule_text[pins.rule[t]], name, node_label(nodes, pins.node[t]), node_label(nodes, 0));
+    if (request.strict_placement) {
+      if (kind) *kind = PlanErrorKind::kStrictPlacement;
+      return make_error("plan: --strict-placement: {}; drop that pin (e.g. put '{}=local' first)", msg,
+                        name == "token_embd.weight" ? "token_embd" : "rope_freqs");
+    }
+    res.warnings.push_back(msg + "; the pin is ignored");
+  }
+
+  if (moved.empty()) {
+    if (!request.overrides.empty() && flags.explicit_flags) {
+      res.decisions.push_back(fmt::format("-ot pins agree with {}: no layer moved", flags.flag_text));
+    }
+    return res;
+  }
+  const std::string agree = agreeing_phrase(nodes, res.owner, request);
+  if (flags.explicit_flags && request.strict_placement) {
+    std::string conflicts;
+    for (const Moved& m : moved) {
+      conflicts += fmt::format("{}-ot {} pins {} to {}, but {} puts {} on {}", conflicts.empty() ? "" : "; ",
+                               rules_phrase(m, pins), moved_layers(m, n_layer), node_label(nodes, m.to), flags.flag_text,
+                               m.layers.size() == 1 ? "it" : "them", node_label(nodes, m.from));
+    }
+    if (kind) *kind = PlanErrorKind::kStrictPlacement;
+    return make_error("plan: --strict-placement: {}. Make the flags agree, e.g. {}, or drop --strict-placement to let "
+                      "-ot decide",
+                      conflicts, agree);
+  }
+  for (const Moved& m : moved) {
+    res.decisions.push_back(fmt::format(
+        "-ot decides {}: {} pins all {} tensors to {}, which owns {} weights, KV cache, recurrent state and compute; "
+        "{} had put {} on {}. A -ts that agrees: {}",
+        moved_layers(m, n_layer), rules_phrase(m, pins), m.layers.size() == 1 ? "its" : "their", node_label(nodes, m.to),
+        m.layers.size() == 1 ? "its" : "their", flags.flag_text, m.layers.size() == 1 ? "it" : "them",
+        node_label(nodes, m.from), agree));
+  }
+  res.decisions.push_back("final placement: " + placement_summary(nodes, res.owner));
+  return res;
+}
+
+}  // namespace strata::plan::detail

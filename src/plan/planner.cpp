@@ -1,0 +1,129 @@
+// make_plan: flags -> layer split -> -ot pins -> owners, stages, transfers, bytes, budget check.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "plan/internal.h"
+#include "plan/plan.h"
+
+namespace strata::plan {
+namespace {
+
+Status validate(const model::Model& model, const std::vector<Node>& nodes, const Request& r) {
+  if (nodes.empty()) return make_error("plan: no nodes");
+  if (model.hparams().n_layer < 1) return make_error("plan: the model has no layers");
+  if (r.n_seq < 1) return make_error("plan: number of sequences {} must be at least 1", r.n_seq);
+  if (r.n_ctx < 1) return make_error("plan: context size {} must be positive (-c)", r.n_ctx);
+  if (r.n_ctx < r.n_seq) return make_error("plan: context {} is smaller than the number of sequences {}", r.n_ctx, r.n_seq);
+  if (r.n_batch < 1) return make_error("plan: batch size {} must be positive", r.n_batch);
+  if (nodes.size() > 4096) return make_error("plan: {} nodes is too many", nodes.size());
+  std::set<std::string> seen;
+  for (size_t i = 1; i < nodes.size(); ++i) {
+    if (nodes[i].endpoint.empty()) return make_error("plan: worker {} ('{}') has no endpoint", i, nodes[i].name);
+    if (!seen.insert(nodes[i].endpoint).second) return make_error("plan: worker '{}' is listed twice", nodes[i].endpoint);
+  }
+  return {};
+}
+
+void add_stages_and_transfers(Plan& p, const model::HParams& hp) {
+  const int32_t n_layer = hp.n_layer;
+  for (int32_t il = 0; il < n_layer;) {
+    int32_t end = il + 1;
+    while (end < n_layer && p.layer_owner[end] == p.layer_owner[il]) ++end;
+    p.stages.push_back({p.layer_owner[il], il, end});
+    il = end;
+  }
+  const uint64_t hidden = uint64_t(hp.n_embd) * sizeof(float);
+  int32_t at = p.input_node;
+  for (const Stage& s : p.stages) {
+    if (s.node != at) {
+      p.transfers.push_back({at, s.node,
+                             s.first_layer == 0 ? std::string("embeddings (input of layer 0)")
+                                                : fmt::format("hidden state after layer {}", s.first_layer - 1),
+                             hidden});
+    }
+    at = s.node;
+  }
+  if (p.output_node != at) {
+    p.transfers.push_back({at, p.output_node, fmt::format("hidden state after layer {}", n_layer - 1), hidden});
+  }
+  if (p.output_node != p.input_node) {
+    p.transfers.push_back({p.output_node, p.input_node, "logits", uint64_t(hp.n_vocab) * sizeof(float)});
+  }
+}
+
+}  // namespace
+
+Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes_in, const Request& request,
+                       PlanErrorKind* error_kind) {
+  PlanErrorKind unused = PlanErrorKind::kNone;
+  PlanErrorKind& kind = error_kind ? *error_kind : unused;
+  kind = PlanErrorKind::kNone;
+  auto refuse = [&](PlanErrorKind k, Error e) {
+    kind = k;
+    return e;
+  };
+  if (auto s = validate(model, nodes_in, request); !s) return refuse(PlanErrorKind::kInvalidRequest, std::move(s).error());
+  std::vector<Node> nodes = nodes_in;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].name.empty()) nodes[i].name = i == 0 ? "local" : nodes[i].endpoint;
+  }
+  const model::HParams& hp = model.hparams();
+  const int32_t n_layer = hp.n_layer;
+
+  auto flags = detail::split_by_flags(n_layer, nodes, request);
+  if (!flags) return refuse(PlanErrorKind::kInvalidRequest, std::move(flags).error());
+  auto pins = detail::match_pins(model, nodes, request.overrides);
+  if (!pins) return refuse(PlanErrorKind::kInvalidRequest, std::move(pins).error());
+  auto res = detail::resolve_layers(model, nodes, request, *flags, *pins, &kind);
+  if (!res) {
+    if (kind == PlanErrorKind::kNone) kind = PlanErrorKind::kInvalidRequest;
+    return std::move(res).error();
+  }
+  const std::vector<int32_t>& owner = res->owner;
+
+  Plan p;
+  p.nodes = nodes;
+  p.layer_owner.assign(owner.begin(), owner.end() - 1);
+  p.input_node = 0;
+  p.output_node = owner[n_layer];
+  add_stages_and_transfers(p, hp);
+
+  const auto& tensors = model.tensors();
+  for (const model::Model::Tensor& t : tensors) {
+    p.tensor_home[t.decl.name] = t.decl.layer < 0 ? p.input_node : owner[std::min(t.decl.layer, n_layer)];
+  }
+  p.extra_tensors.resize(nodes.size());
+  const auto extra = detail::extra_tensor_indices(model, nodes.size(), owner);
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    for (size_t t : extra[n]) p.extra_tensors[n].push_back(tensors[t].decl.name);
+  }
+  p.bytes = detail::node_bytes(model, nodes, request, owner);
+
+  p.decisions.push_back(flags->decision);
+  for (std::string& d : res->decisions) p.decisions.push_back(std::move(d));
+  for (size_t n = 1; n < nodes.size(); ++n) {
+    for (const std::string& name : p.extra_tensors[n]) {
+      if (name != "token_embd.weight") continue;
+      p.decisions.push_back(fmt::format("the output head is tied to token_embd.weight: {} holds a copy of it besides {}",
+                                        detail::node_label(nodes, static_cast<int32_t>(n)), detail::node_label(nodes, 0)));
+    }
+  }
+  for (auto* list : {&flags->warnings, &pins->warnings, &res->warnings}) {
+    for (std::string& w : *list) p.warnings.push_back(std::move(w));
+  }
+  for (size_t n = 1; n < nodes.size(); ++n) {
+    const int32_t node = static_cast<int32_t>(n);
+    if (std::find(owner.begin(), owner.end(), node) == owner.end()) {
+      p.warnings.push_back(fmt::format("{} gets no layers: it holds nothing and runs nothing", detail::node_label(nodes, node)));
+    }
+  }
+
+  if (auto s = detail::check_budget(model, nodes, request, owner, p.bytes); !s) {
+    return refuse(PlanErrorKind::kOverMemory, std::move(s).error());
+  }
+  return p;
+}
+
+}  // namespace strata::plan

@@ -1,0 +1,159 @@
+// Text: byte counts, layer ranges, node names, and the plan as a table.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "base/system.h"
+#include "plan/internal.h"
+
+namespace strata::plan {
+namespace detail {
+
+std::string human_bytes(uint64_t b) {
+  if (b >= (uint64_t{1} << 30)) return fmt::format("{:.2f} GiB", static_cast<double>(b) / double(1 << 30));
+  if (b >= (uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / double(1 << 20));
+  if (b >= 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024.0);
+  return fmt::format("{} B", b);
+}
+
+std::string ranges(const std::vector<int32_t>& layers) {
+  std::string s;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+    if (!s.empty()) s += ", ";
+    s += j == i ? fmt::format("{}", layers[i]) : fmt::format("{}-{}", layers[i], layers[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
+std::string layers_phrase(const std::vector<int32_t>& layers) {
+  return (layers.size() == 1 ? "layer " : "layers ") + ranges(layers);
+}
+
+std::string node_label(const std::vector<Node>& nodes, int32_t node) {
+  if (node < 0 || node >= static_cast<int32_t>(nodes.size())) return fmt::format("node {}", node);
+  const Node& n = nodes[node];
+  if (!n.name.empty()) return n.name;
+  if (!n.endpoint.empty()) return n.endpoint;
+  return node == 0 ? "local" : fmt::format("node {}", node);
+}
+
+std::string node_spec(const std::vector<Node>& nodes, int32_t node) {
+  if (node <= 0 || node >= static_cast<int32_t>(nodes.size()) || nodes[node].endpoint.empty()) return "local";
+  return nodes[node].endpoint;
+}
+
+std::string join_values(const std::vector<double>& values) {
+  std::string s;
+  for (double v : values) s += fmt::format("{}{}", s.empty() ? "" : ",", v);
+  return s;
+}
+
+std::string placement_summary(const std::vector<Node>& nodes, const std::vector<int32_t>& owner) {
+  if (owner.empty()) return "";
+  const int32_t n_layer = static_cast<int32_t>(owner.size()) - 1;
+  std::string s;
+  for (int32_t il = 0; il < n_layer;) {
+    int32_t j = il;
+    while (j + 1 < n_layer && owner[j + 1] == owner[il]) ++j;
+    s += fmt::format("{}{} {}", s.empty() ? "layers " : ", ", j == il ? fmt::format("{}", il) : fmt::format("{}-{}", il, j),
+                     node_label(nodes, owner[il]));
+    il = j + 1;
+  }
+  return s + "; output " + node_label(nodes, owner[n_layer]);
+}
+
+}  // namespace detail
+
+std::vector<uint8_t> Plan::owned_by(int32_t node) const {
+  std::vector<uint8_t> owned(layer_owner.size());
+  for (size_t i = 0; i < layer_owner.size(); ++i) owned[i] = layer_owner[i] == node;
+  return owned;
+}
+
+std::vector<std::string> Plan::tensors_on(int32_t node) const {
+  std::vector<std::string> names;
+  for (const auto& [name, home] : tensor_home) {
+    if (home == node) names.push_back(name);
+  }
+  if (node >= 0 && node < static_cast<int32_t>(extra_tensors.size())) {
+    for (const std::string& name : extra_tensors[node]) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  return names;
+}
+
+Node local_node(int32_t threads) {
+  Node n;
+  n.name = "local";
+  n.threads = threads;
+  n.memory_limit = read_memory_facts().available;
+  return n;
+}
+
+Node worker_node(std::string endpoint, uint64_t memory_limit, int32_t threads) {
+  Node n;
+  n.name = endpoint;
+  n.endpoint = std::move(endpoint);
+  n.memory_limit = memory_limit;
+  n.threads = threads;
+  return n;
+}
+
+std::string render(const Plan& p) {
+  using detail::human_bytes;
+  struct Row {
+    std::string cells[8];
+  };
+  std::vector<Row> rows;
+  rows.push_back({{"node", "layers", "count", "weights", "KV", "state", "scratch", "total / limit"}});
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    const int32_t node = static_cast<int32_t>(n);
+    std::vector<int32_t> layers;
+    for (size_t il = 0; il < p.layer_owner.size(); ++il) {
+      if (p.layer_owner[il] == node) layers.push_back(static_cast<int32_t>(il));
+    }
+    std::string owned = detail::ranges(layers);
+    if (node == p.input_node) owned = owned.empty() ? "input" : "input + " + owned;
+    if (node == p.output_node) owned = owned.empty() ? "output" : owned + " + output";
+    if (owned.empty()) owned = "-";
+    const NodeBytes b = n < p.bytes.size() ? p.bytes[n] : NodeBytes{};
+    const std::string limit = p.nodes[n].memory_limit == kUnlimited ? "unlimited" : human_bytes(p.nodes[n].memory_limit);
+    rows.push_back({{detail::node_label(p.nodes, node), owned, fmt::format("{}", layers.size()), human_bytes(b.weights),
+                     human_bytes(b.kv), human_bytes(b.state), human_bytes(b.scratch),
+                     human_bytes(b.total()) + " / " + limit}});
+  }
+  size_t width[8] = {};
+  for (const Row& r : rows) {
+    for (int c = 0; c < 8; ++c) width[c] = std::max(width[c], r.cells[c].size());
+  }
+  std::ostringstream out;
+  for (const Row& r : rows) {
+    std::string line;
+    for (int c = 0; c < 8; ++c) {
+      const bool left = c < 2;
+      line += (c ? "  " : "") + (left ? fmt::format("{:<{}}", r.cells[c], width[c]) : fmt::format("{:>{}}", r.cells[c], width[c]));
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  }
+  if (p.transfers.empty()) {
+    out << "transfers: none\n";
+  } else {
+    out << "transfers:\n";
+    for (const Transfer& t : p.transfers) {
+      out << fmt::format("  {} -> {}: {}, {} per token{}\n", detail::node_label(p.nodes, t.from_node),
+                         detail::node_label(p.nodes, t.to_node), t.what, human_bytes(t.bytes_per_token),
+                         t.what == "logits" ? " that wants logits" : "");
+    }
+  }
+  for (const std::string& d : p.decisions) out << "decision: " << d << "\n";
+  for (const std::string& w : p.warnings) out << "warning: " << w << "\n";
+  return out.str();
+}
+
+}  // namespace strata::plan

@@ -1,0 +1,202 @@
+// The layer split from -ts / -ngl / usable memory, with llama.cpp's dev_layer formula, and the -ts that
+// reproduces a given placement.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "plan/internal.h"
+
+namespace strata::plan::detail {
+namespace {
+
+std::vector<int32_t> workers(const std::vector<Node>& nodes) {
+  std::vector<int32_t> w;
+  for (size_t i = 1; i < nodes.size(); ++i) w.push_back(static_cast<int32_t>(i));
+  return w;
+}
+
+std::vector<int32_t> all_nodes(const std::vector<Node>& nodes) {
+  std::vector<int32_t> a;
+  for (size_t i = 0; i < nodes.size(); ++i) a.push_back(static_cast<int32_t>(i));
+  return a;
+}
+
+// llama.cpp splits by each device's free memory when -ts is unset or all zero.
+std::vector<float> memory_ratios(const std::vector<Node>& nodes, const std::vector<int32_t>& devices) {
+  std::vector<float> r;
+  for (int32_t d : devices) r.push_back(static_cast<float>(nodes[d].memory_limit));
+  return r;
+}
+
+std::string memory_list(const std::vector<Node>& nodes, const std::vector<int32_t>& devices) {
+  std::string s;
+  for (int32_t d : devices) {
+    if (!s.empty()) s += ", ";
+    s += node_label(nodes, d) + " " +
+         (nodes[d].memory_limit == kUnlimited ? std::string("unlimited") : human_bytes(nodes[d].memory_limit));
+  }
+  return s;
+}
+
+std::string node_list(const std::vector<Node>& nodes, const std::vector<int32_t>& devices) {
+  std::string s;
+  for (int32_t d : devices) s += (s.empty() ? "" : ", ") + node_label(nodes, d);
+  return s;
+}
+
+}  // namespace
+
+std::vector<float> ratios_as_float(const std::vector<double>& values) {
+  double top = 0;
+  for (double v : values) top = std::max(top, v);
+  const bool rescale = top > 1e30 || (top > 0 && top < 1e-30);
+  std::vector<float> r;
+  for (double v : values) r.push_back(static_cast<float>(rescale ? v / top : v));
+  return r;
+}
+
+std::vector<int32_t> split_layers(int32_t n_layer, const std::vector<int32_t>& devices, const std::vector<float>& ratios,
+                                  int64_t n_offload) {
+  const int64_t n_all = int64_t{n_layer} + 1;
+  std::vector<int32_t> owner(static_cast<size_t>(n_all), 0);
+  if (devices.empty() || ratios.size() != devices.size()) return owner;
+  std::vector<float> splits(ratios);
+  if (std::all_of(splits.begin(), splits.end(), [](float x) { return !(x > 0.0f); })) {
+    std::fill(splits.begin(), splits.end(), 1.0f);
+  }
+  // Sum and normalize the split points, in float like llama.cpp.
+  float split_sum = 0.0f;
+  for (float& s : splits) {
+    split_sum += std::isfinite(s) && s > 0.0f ? s : 0.0f;
+    s = split_sum;
+  }
+  for (float& s : splits) s /= split_sum;
+  const int64_t i_start = std::max<int64_t>(n_all - n_offload, 0);
+  const int64_t act = std::min<int64_t>(n_offload, n_all);
+  for (int64_t il = 0; il < n_all; ++il) {
+    if (il < i_start || il - i_start >= act) continue;
+    const float at = static_cast<float>(il - i_start) / static_cast<float>(act);
+    size_t idx = static_cast<size_t>(std::upper_bound(splits.begin(), splits.end(), at) - splits.begin());
+    idx = std::min(idx, splits.size() - 1);
+    owner[static_cast<size_t>(il)] = devices[idx];
+  }
+  return owner;
+}
+
+Result<FlagSplit> split_by_flags(int32_t n_layer, const std::vector<Node>& nodes, const Request& request) {
+  const int32_t n_workers = static_cast<int32_t>(nodes.size()) - 1;
+  const std::vector<double>& ts = request.tensor_split;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (!std::isfinite(ts[i]) || ts[i] < 0) {
+      return make_error("plan: -ts value {} (position {}) must be a finite number >= 0", ts[i], i + 1);
+    }
+  }
+  if (request.n_gpu_layers < -1) {
+    return make_error("plan: -ngl {} is negative (give the number of layers for the workers, 0 or more)",
+                      request.n_gpu_layers);
+  }
+  const bool ts_given = !ts.empty();
+  const bool ts_zero = std::all_of(ts.begin(), ts.end(), [](double v) { return v == 0; });
+  const bool ngl_given = request.n_gpu_layers >= 0;
+  const int32_t k = static_cast<int32_t>(ts.size());
+  if (ts_given && k != n_workers && k != n_workers + 1) {
+    if (n_workers == 0) {
+      return make_error("plan: -ts has {} values but there are no --rpc workers; give 1 value (this machine) or none", k);
+    }
+    return make_error("plan: -ts has {} values but there are {} workers (--rpc): give {} (one per worker, in --rpc order) "
+                      "or {} (this machine first, then the workers)",
+                      k, n_workers, n_workers, n_workers + 1);
+  }
+
+  FlagSplit f;
+  f.explicit_flags = ngl_given || (ts_given && !ts_zero);
+  if (ngl_given) f.flag_text = fmt::format("-ngl {}", request.n_gpu_layers);
+  if (ts_given) f.flag_text += fmt::format("{}-ts {}", f.flag_text.empty() ? "" : " ", join_values(ts));
+  if (!f.explicit_flags) f.flag_text = "the split by usable memory";
+
+  if (n_workers == 0) {
+    f.owner.assign(static_cast<size_t>(n_layer) + 1, 0);
+    f.decision = fmt::format("all {} layers on {} (single node)", n_layer, node_label(nodes, 0));
+    if (ngl_given && request.n_gpu_layers > 0) {
+      f.warnings.push_back(fmt::format("-ngl {} has no effect: there are no --rpc workers", request.n_gpu_layers));
+    }
+    return f;
+  }
+
+  const std::vector<int32_t> devices =
+      ts_given ? (k == n_workers ? workers(nodes) : all_nodes(nodes)) : (ngl_given ? workers(nodes) : all_nodes(nodes));
+  const bool by_memory = !ts_given || ts_zero;
+  const std::vector<float> ratios = by_memory ? memory_ratios(nodes, devices) : ratios_as_float(ts);
+  const int64_t n_offload = ngl_given ? request.n_gpu_layers : int64_t{n_layer} + 1;
+  f.owner = split_layers(n_layer, devices, ratios, n_offload);
+
+  if (!f.explicit_flags) {
+    // The output head goes with the last layer.
+    f.owner[n_layer] = f.owner[n_layer - 1];
+    f.output_follows_last = true;
+    f.decision = fmt::format("split by usable memory: {} -> {}", memory_list(nodes, devices),
+                             placement_summary(nodes, f.owner));
+  } else {
+    std::string how;
+    if (ngl_given) {
+      const int64_t act = std::min<int64_t>(n_offload, int64_t{n_layer} + 1);
+      const int64_t i_start = int64_t{n_layer} + 1 - act;
+      how = act == 0 ? fmt::format(" (nothing offloaded: all {} layers + output stay on {})", n_layer, node_label(nodes, 0))
+            : i_start == 0      ? fmt::format(" (all {} layers + output offloaded", n_layer)
+            : i_start == n_layer ? std::string(" (only the output offloaded")
+            : i_start == n_layer - 1 ? fmt::format(" (layer {} + output offloaded", i_start)
+                                     : fmt::format(" (layers {}-{} + output offloaded", i_start, n_layer - 1);
+      if (act > 0) {
+        how += by_memory ? fmt::format(", split by usable memory: {})", memory_list(nodes, devices))
+                         : fmt::format(" over {})", node_list(nodes, devices));
+      }
+    } else if (ts_given) {
+      how = fmt::format(" over {}", node_list(nodes, devices));
+    }
+    f.decision = fmt::format("{}{} -> {}", f.flag_text, how, placement_summary(nodes, f.owner));
+  }
+  if (ts_given && ts_zero) {
+    f.decision += " (-ts all zero: split by usable memory, as llama.cpp does)";
+  }
+  return f;
+}
+
+std::optional<TsSuggestion> agreeing_tensor_split(const std::vector<Node>& nodes, const std::vector<int32_t>& owner,
+                                                  const Request& request) {
+  const int32_t n_workers = static_cast<int32_t>(nodes.size()) - 1;
+  if (n_workers <= 0 || owner.empty()) return std::nullopt;
+  const int32_t n_layer = static_cast<int32_t>(owner.size()) - 1;
+  std::vector<int64_t> counts(nodes.size(), 0);
+  for (int32_t o : owner) {
+    if (o >= 0 && o < static_cast<int32_t>(nodes.size())) ++counts[o];
+  }
+  const bool local_first = counts[0] > 0;
+  const std::vector<int32_t> devices = local_first ? all_nodes(nodes) : workers(nodes);
+  std::vector<double> values;
+  for (int32_t d : devices) values.push_back(static_cast<double>(counts[d]));
+  if (split_layers(n_layer, devices, ratios_as_float(values), int64_t{n_layer} + 1) != owner) return std::nullopt;
+
+  TsSuggestion s;
+  s.flag = "-ts " + join_values(values);
+  if (request.n_gpu_layers >= 0 && request.n_gpu_layers < n_layer + 1) s.flag += " without -ngl";
+  std::string parts;
+  for (int32_t d : devices) {
+    if (counts[d] == 0) continue;
+    const bool out = owner[n_layer] == d;
+    const int64_t layers = counts[d] - (out ? 1 : 0);
+    std::string what = layers > 0 ? fmt::format("{} layer{}", layers, layers == 1 ? "" : "s") : "";
+    if (out) what += layers > 0 ? " + output" : "output";
+    parts += fmt::format("{}{} on {}", parts.empty() ? "" : ", ", what, node_label(nodes, d));
+  }
+  s.detail = "(" + parts + ")";
+  return s;
+}
+
+std::string agreeing_phrase(const std::vector<Node>& nodes, const std::vector<int32_t>& owner, const Request& request) {
+  if (auto s = agreeing_tensor_split(nodes, owner, request)) return s->flag + " " + s->detail;
+  return "none: no -ts can express this placement (its owners are not in node order, this machine first), so only "
+         "-ot can";
+}
+
+}  // namespace strata::plan::detail
