@@ -22,10 +22,16 @@ std::vector<int32_t> all_nodes(const std::vector<Node>& nodes) {
   return a;
 }
 
-// llama.cpp splits by each device's free memory when -ts is unset or all zero.
+// llama.cpp splits by each device's free memory when -ts is unset or all zero. Free memory jitters
+// by megabytes between runs; counted in whole 256 MiB units, equal machines split the same way every
+// start, so a worker's cached weights stay valid.
 std::vector<float> memory_ratios(const std::vector<Node>& nodes, const std::vector<int32_t>& devices) {
+  constexpr uint64_t kUnit = uint64_t{256} << 20;
   std::vector<float> r;
-  for (int32_t d : devices) r.push_back(static_cast<float>(nodes[d].memory_limit));
+  for (int32_t d : devices) {
+    const uint64_t m = nodes[d].memory_limit;
+    r.push_back(static_cast<float>(m == kUnlimited || m < kUnit ? m : m / kUnit * kUnit));
+  }
   return r;
 }
 
