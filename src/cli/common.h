@@ -59,5 +59,7 @@ Command add_perplexity(CLI::App& app);
 Command add_synth(CLI::App& app);
 Command add_worker(CLI::App& app);
 Command add_plan(CLI::App& app);
+Command add_serve(CLI::App& app);
+Command add_bench(CLI::App& app);
 
 }  // namespace strata::cli

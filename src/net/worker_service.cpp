@@ -96,6 +96,11 @@ Status WorkerService::PrepareStage(grpc::ServerContext* ctx, const v1::StageSpec
   if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
   auto parsed = parse_stage(*spec);
   if (!parsed.ok()) return invalid(parsed.error());
+  if (options_.max_context > 0 && parsed->n_ctx_per_seq > options_.max_context) {
+    return error_status(StatusCode::FAILED_PRECONDITION,
+                        fmt::format("the stage asks for a context of {} tokens per sequence; this worker accepts at "
+                                    "most {} (--max-context)", parsed->n_ctx_per_seq, options_.max_context));
+  }
   auto session = std::make_shared<Session>();
   session->stage = std::move(*parsed);
   session->local_path = store_.model_path(spec->model_sha256());

@@ -27,6 +27,7 @@ struct WorkerOptions {
   std::string cache_dir;      // received tensors
   std::string model_dir;      // local GGUF files, found by content hash
   int32_t session_timeout_s = 60;
+  int32_t max_context = 0;    // largest context per sequence a stage may ask for (0: any)
 };
 
 class WorkerService final : public v1::Worker::Service {

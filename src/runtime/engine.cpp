@@ -104,10 +104,33 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan:
                                     e->plan_.nodes[r.node].threads);
       STRATA_TRY(e->load_remote(r));
     }
+    for (const Remote& r : e->remotes_) e->health_.push_back({r.link->endpoint(), true, 0});
+    // Keeps the sessions alive on the workers and records their health for /health and /metrics.
     e->heartbeat_ = std::thread([raw = e.get()] {
       while (!raw->stop_.load()) {
-        for (int i = 0; i < 50 && !raw->stop_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        for (Remote& r : raw->remotes_) (void)r.link->ping(r.spec.session());
+        for (int i = 0; i < 20 && !raw->stop_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        bool all_known = true;
+        for (size_t k = 0; k < raw->remotes_.size() && !raw->stop_.load(); ++k) {
+          const auto start = std::chrono::steady_clock::now();
+          const auto known = raw->remotes_[k].link->ping(raw->remotes_[k].spec.session());
+          const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+          all_known &= known.ok() && *known;
+          std::lock_guard lock(raw->health_mu_);
+          raw->health_[k].reachable = known.ok() && *known;
+          raw->health_[k].ping_ms = ms;
+        }
+        // A worker that came back without our session (restarted): reload it now rather than at the
+        // next request, so that health turns green on its own. Never waits for a running decode.
+        const bool lost = !all_known;
+        std::unique_lock lock(raw->mu_, std::try_to_lock);
+        if (lock.owns_lock() && (raw->broken_ || lost)) {
+          bool reachable = true;
+          for (const Remote& r : raw->remotes_) reachable &= r.link->ping(r.spec.session()).ok();
+          if (reachable && raw->recover().ok()) {
+            std::lock_guard hl(raw->health_mu_);
+            for (auto& h : raw->health_) h.reachable = true;
+          }
+        }
       }
     });
   }
@@ -120,6 +143,11 @@ Engine::~Engine() {
   stop_.store(true);
   if (heartbeat_.joinable()) heartbeat_.join();
   for (Remote& r : remotes_) r.link->end_session(r.spec.session());
+}
+
+std::vector<Engine::NodeHealth> Engine::node_health() const {
+  std::lock_guard lock(health_mu_);
+  return health_;
 }
 
 Status Engine::load_remote(Remote& r) {

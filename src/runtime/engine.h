@@ -67,6 +67,14 @@ class Engine {
   Result<std::vector<float>> decode(const model::Batch& batch);
 
   int32_t n_past(int32_t seq) const { return local_->n_past(seq); }
+
+  // Worker health as the heartbeat last saw it (every 2 s): reachable, and the ping round trip.
+  struct NodeHealth {
+    std::string node;
+    bool reachable = true;
+    double ping_ms = 0;
+  };
+  std::vector<NodeHealth> node_health() const;
   Status clear_seq(int32_t seq);
   Status remove_from(int32_t seq, int32_t p0);
   Status copy_seq(int32_t src, int32_t dst);
@@ -102,6 +110,8 @@ class Engine {
   bool broken_ = false;  // a worker failed mid-batch: caches may disagree until recover()
 
   std::mutex mu_;
+  mutable std::mutex health_mu_;
+  std::vector<NodeHealth> health_;
   std::atomic<bool> stop_{false};
   std::thread heartbeat_;
 };

@@ -12,15 +12,21 @@
 namespace strata::tensor {
 namespace {
 
-// Spin this many rounds before sleeping on the futex: long enough to cover the gap between two
-// matmuls of one decode step, short enough not to burn a core between requests.
-constexpr int kSpinRounds = 1 << 14;
+// Spin briefly (the gap between two matmuls of one decode step is microseconds), then yield the core
+// a few times (on a machine busy with other work, the thread we wait for may need it), then sleep on
+// the futex so that an idle pool burns nothing.
+constexpr int kSpinRounds = 1 << 12;
+constexpr int kYieldRounds = 64;
 
 template <typename T, typename Pred>
 void spin_then_wait(std::atomic<T>& var, T seen, Pred done) {
   for (int i = 0; i < kSpinRounds; ++i) {
     if (done()) return;
     STRATA_CPU_RELAX();
+  }
+  for (int i = 0; i < kYieldRounds; ++i) {
+    if (done()) return;
+    std::this_thread::yield();
   }
   while (!done()) var.wait(seen, std::memory_order_acquire), seen = var.load(std::memory_order_acquire);
 }

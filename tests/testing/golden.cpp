@@ -2,16 +2,22 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+
 #include "testing/shared_data.h"
 
 namespace strata::testing {
 
 Tolerance tolerance_for(const std::string& name, int32_t n_prompt) {
-  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
-  if (has("llama-2-tiny-random")) return {1e-4, 1e-5};  // logits have std 0.06
-  if (has("bf16")) return {0.15, 0.02};
-  if (has("f16")) return {0.03, 0.003};
-  if (has("f32") || has("stories260K")) return {n_prompt > 50 ? 0.05 : 0.03, 0.003};
+  // The weight type is the last '-' part of the stem (before any ".long"/".ppl" suffix):
+  // "qwen35moe-40L-f16" -> f16, "qwen35moe-f32.long" -> f32, "TinyStories-656K-Q8_0" -> q8_0.
+  const std::string stem = name.substr(0, name.find('.'));
+  std::string type = stem.substr(stem.rfind('-') + 1);
+  for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (stem == "llama-2-tiny-random") return {1e-4, 1e-5};  // logits have std 0.06
+  if (type == "bf16") return {0.15, 0.02};
+  if (type == "f16") return {0.03, 0.003};
+  if (type == "f32" || stem == "stories260K") return {n_prompt > 50 ? 0.05 : 0.03, 0.003};
   return {0.5, 0.06};  // quantized weights, activations quantized as llama.cpp does
 }
 

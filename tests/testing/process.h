@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace strata::testing {
 
@@ -16,5 +17,31 @@ ProcessResult run_command(const std::string& command);
 
 // Quotes an argument for /bin/sh.
 std::string shell_quote(const std::string& arg);
+
+}  // namespace strata::testing
+
+namespace strata::testing {
+
+// A child process (e.g. `strata serve`) that is killed when this object goes away.
+class ChildProcess {
+ public:
+  // Starts argv[0] with the arguments; stdout and stderr go to `log_path`.
+  static bool start(const std::vector<std::string>& argv, const std::string& log_path, ChildProcess& out);
+  ChildProcess() = default;
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ~ChildProcess() { stop(); }
+  // Waits until `path` exists and is non-empty, or the process exits, or the timeout passes.
+  bool wait_for_file(const std::string& path, int timeout_ms);
+  // The exit status once the process has ended (waits up to timeout_ms); -1 if still running.
+  int wait_exit(int timeout_ms);
+  bool running();
+  void stop();  // SIGTERM, then SIGKILL
+  int pid() const { return pid_; }
+
+ private:
+  int pid_ = -1;
+  int status_ = -1;
+};
 
 }  // namespace strata::testing

@@ -1,0 +1,146 @@
+#include "runtime/bench.h"
+
+#include <immintrin.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "runtime/generate.h"
+
+namespace strata::runtime {
+namespace {
+
+double mean(const std::vector<double>& v) { return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / v.size(); }
+
+double stddev(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = mean(v);
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / (v.size() - 1));
+}
+
+std::vector<text::Token> random_tokens(const Engine& engine, int32_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, engine.n_vocab() - 1);
+  std::vector<text::Token> t(n);
+  for (auto& x : t) x = dist(rng);
+  return t;
+}
+
+bool is_routed_expert(const std::string& name) { return name.find("_exps") != std::string::npos; }
+
+}  // namespace
+
+double BenchResult::avg_ns() const { return mean(samples_ns); }
+double BenchResult::stddev_ns() const { return stddev(samples_ns); }
+double BenchResult::avg_ts() const {
+  std::vector<double> ts;
+  for (double ns : samples_ns) ts.push_back((n_prompt + n_gen) * 1e9 / ns);
+  return mean(ts);
+}
+double BenchResult::stddev_ts() const {
+  std::vector<double> ts;
+  for (double ns : samples_ns) ts.push_back((n_prompt + n_gen) * 1e9 / ns);
+  return stddev(ts);
+}
+
+Result<BenchResult> bench_prompt(Engine& engine, int32_t n_prompt, int32_t repetitions) {
+  if (n_prompt < 1 || n_prompt > engine.n_ctx_per_seq()) {
+    return make_error("bench: -p {} must be between 1 and the context {}", n_prompt, engine.n_ctx_per_seq());
+  }
+  BenchResult r{"pp" + std::to_string(n_prompt), n_prompt, 0, {}};
+  const std::vector<text::Token> tokens = random_tokens(engine, n_prompt, 1);
+  for (int32_t i = -1; i < repetitions; ++i) {  // i == -1: warm-up
+    const auto start = std::chrono::steady_clock::now();
+    STRATA_TRY(evaluate_prompt(engine, 0, tokens, false));
+    const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    if (i >= 0) r.samples_ns.push_back(ns);
+  }
+  return r;
+}
+
+Result<BenchResult> bench_generation(Engine& engine, int32_t n_gen, int32_t repetitions) {
+  if (n_gen < 1 || n_gen > engine.n_ctx_per_seq()) {
+    return make_error("bench: -n {} must be between 1 and the context {}", n_gen, engine.n_ctx_per_seq());
+  }
+  BenchResult r{"tg" + std::to_string(n_gen), 0, n_gen, {}};
+  const std::vector<text::Token> tokens = random_tokens(engine, n_gen, 2);
+  model::Batch batch;
+  for (int32_t i = -1; i < repetitions; ++i) {
+    STRATA_TRY(engine.clear_seq(0));
+    const auto start = std::chrono::steady_clock::now();
+    for (int32_t t = 0; t < n_gen; ++t) {
+      batch.clear();
+      batch.add(tokens[t], t, 0, true);
+      STRATA_TRY(engine.decode(batch));
+    }
+    const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    if (i >= 0) r.samples_ns.push_back(ns);
+  }
+  return r;
+}
+
+uint64_t bytes_read_per_token(const model::Model& model) {
+  const model::HParams& hp = model.hparams();
+  uint64_t bytes = 0;
+  for (const auto& t : model.tensors()) {
+    if (t.decl.name == "token_embd.weight") {
+      bytes += t.info->nbytes / std::max<int64_t>(1, t.info->ne[1]);  // one row
+      if (model.has_output_weight()) continue;
+      bytes += t.info->nbytes;  // tied head reads the whole matrix
+    } else if (is_routed_expert(t.decl.name) && hp.n_expert > 0) {
+      bytes += t.info->nbytes / hp.n_expert * hp.n_expert_used;
+    } else {
+      bytes += t.info->nbytes;
+    }
+  }
+  return bytes;
+}
+
+uint64_t active_params(const model::Model& model) {
+  const model::HParams& hp = model.hparams();
+  uint64_t n = 0;
+  for (const auto& t : model.tensors()) {
+    const uint64_t e = static_cast<uint64_t>(t.info->n_elements());
+    n += is_routed_expert(t.decl.name) && hp.n_expert > 0 ? e / hp.n_expert * hp.n_expert_used : e;
+  }
+  return n;
+}
+
+double measure_read_bandwidth(int32_t threads) {
+  threads = std::max(1, threads);
+  const size_t bytes = size_t{1} << 30;  // far beyond any cache
+  const size_t per_thread = bytes / threads / 64 * 64;
+  std::vector<uint8_t*> buffers(threads);
+  for (auto& b : buffers) {
+    b = static_cast<uint8_t*>(std::aligned_alloc(64, per_thread));
+    std::memset(b, 1, per_thread);  // fault the pages in
+  }
+  double best = 0;
+  for (int run = 0; run < 4; ++run) {
+    std::vector<std::thread> pool;
+    std::vector<uint64_t> sums(threads);
+    const auto start = std::chrono::steady_clock::now();
+    for (int32_t t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const uint64_t* p = reinterpret_cast<const uint64_t*>(buffers[t]);
+        const size_t n = per_thread / sizeof(uint64_t);
+        uint64_t a = 0, b = 0, c = 0, d = 0;
+        for (size_t i = 0; i < n; i += 4) a += p[i], b += p[i + 1], c += p[i + 2], d += p[i + 3];
+        sums[t] = a + b + c + d;
+      });
+    }
+    for (auto& th : pool) th.join();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, per_thread * static_cast<double>(threads) / s);
+  }
+  for (auto* b : buffers) std::free(b);
+  return best;
+}
+
+}  // namespace strata::runtime

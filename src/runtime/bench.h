@@ -1,0 +1,38 @@
+// `strata bench`, in the spirit of llama-bench: prompt processing (pp) and token generation (tg)
+// speed over repetitions, plus the memory-bandwidth roofline for decoding.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+
+namespace strata::runtime {
+
+struct BenchResult {
+  std::string test;        // "pp512", "tg128"
+  int32_t n_prompt = 0;
+  int32_t n_gen = 0;
+  std::vector<double> samples_ns;  // one per repetition
+  double avg_ts() const;           // tokens per second, mean over repetitions
+  double stddev_ts() const;
+  double avg_ns() const;
+  double stddev_ns() const;
+};
+
+// Time to evaluate n_prompt tokens in batches (pp) or to decode n_gen tokens one by one from an empty
+// cache (tg), `repetitions` times after one warm-up run.
+Result<BenchResult> bench_prompt(Engine& engine, int32_t n_prompt, int32_t repetitions);
+Result<BenchResult> bench_generation(Engine& engine, int32_t n_gen, int32_t repetitions);
+
+// Bytes of weights one decoded token reads: every layer's weights and the output head, only the
+// used share of routed experts, one row of the embeddings.
+uint64_t bytes_read_per_token(const model::Model& model);
+// Parameters one token uses (MoE: only the routed experts it selects).
+uint64_t active_params(const model::Model& model);
+
+// Read bandwidth of this machine with `threads` threads, bytes/s (STREAM-style sum over a buffer far
+// larger than the caches; best of a few runs).
+double measure_read_bandwidth(int32_t threads);
+
+}  // namespace strata::runtime

@@ -1,0 +1,55 @@
+#include "server/cluster_json.h"
+
+namespace strata::server {
+
+nlohmann::json cluster_json(const runtime::Engine& engine, const Scheduler& scheduler, const std::string& model_id) {
+  using nlohmann::json;
+  const plan::Plan& p = engine.plan();
+  const auto health = engine.node_health();
+  json nodes = json::array();
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    json layers = json::array();
+    for (const plan::Stage& s : p.stages) {
+      if (s.node == static_cast<int32_t>(n)) layers.push_back({s.first_layer, s.end_layer - 1});
+    }
+    bool up = true;
+    double ping_ms = 0;
+    for (const auto& h : health) {
+      if (h.node == p.nodes[n].name) up = h.reachable, ping_ms = h.ping_ms;
+    }
+    const plan::NodeBytes& b = p.bytes[n];
+    nodes.push_back({{"name", p.nodes[n].name},
+                     {"endpoint", p.nodes[n].endpoint},
+                     {"layers", layers},
+                     {"input", p.input_node == static_cast<int32_t>(n)},
+                     {"output", p.output_node == static_cast<int32_t>(n)},
+                     {"bytes", {{"weights", b.weights}, {"kv", b.kv}, {"state", b.state}, {"scratch", b.scratch},
+                                {"total", b.total()}}},
+                     {"memory_limit", p.nodes[n].memory_limit == plan::kUnlimited ? json(nullptr) : json(p.nodes[n].memory_limit)},
+                     {"threads", p.nodes[n].threads},
+                     {"up", up},
+                     {"ping_ms", ping_ms}});
+  }
+  json transfers = json::array();
+  for (const plan::Transfer& t : p.transfers) {
+    transfers.push_back({{"from", p.nodes[t.from_node].name}, {"to", p.nodes[t.to_node].name}, {"what", t.what},
+                         {"bytes_per_token", t.bytes_per_token}});
+  }
+  const model::HParams& hp = engine.hparams();
+  const SchedulerStats s = scheduler.stats();
+  return {{"model", model_id},
+          {"architecture", hp.arch},
+          {"n_layer", hp.n_layer},
+          {"n_params", engine.model().n_params()},
+          {"n_ctx_per_slot", engine.n_ctx_per_seq()},
+          {"slots", scheduler.n_slots()},
+          {"nodes", nodes},
+          {"transfers", transfers},
+          {"decisions", p.decisions},
+          {"warnings", p.warnings},
+          {"stats", {{"queue_depth", s.queue_depth}, {"active_slots", s.active_slots},
+                     {"generated_tokens", s.generated_tokens}, {"prompt_tokens", s.prompt_tokens},
+                     {"tokens_per_second", s.decode_seconds > 0 ? (s.prompt_tokens + s.generated_tokens) / s.decode_seconds : 0.0}}}};
+}
+
+}  // namespace strata::server

@@ -1,0 +1,47 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace strata::server {
+namespace {
+
+void metric(std::string& out, const char* name, const char* type, const char* help, double value) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+}
+
+}  // namespace
+
+std::string Metrics::render(const runtime::Engine* engine, const Scheduler* scheduler) const {
+  std::string out;
+  metric(out, "strata_ready", "gauge", "1 once the model is loaded and warmed up", engine ? 1 : 0);
+  metric(out, "strata_requests_total", "counter", "completion requests received", static_cast<double>(http_requests_));
+  metric(out, "strata_requests_completed_total", "counter", "completion requests answered", static_cast<double>(completed_));
+  metric(out, "strata_requests_failed_total", "counter", "completion requests that ended in an error",
+         static_cast<double>(failed_));
+  metric(out, "strata_prompt_tokens_total", "counter", "prompt tokens of answered requests", static_cast<double>(tokens_in_));
+  metric(out, "strata_generated_tokens_total", "counter", "tokens generated for answered requests",
+         static_cast<double>(tokens_out_));
+  if (scheduler) {
+    const SchedulerStats s = scheduler->stats();
+    metric(out, "strata_queue_depth", "gauge", "requests waiting for a slot", s.queue_depth);
+    metric(out, "strata_active_slots", "gauge", "slots generating now", s.active_slots);
+    metric(out, "strata_slots", "gauge", "slots (parallel sequences)", scheduler->n_slots());
+    metric(out, "strata_decode_seconds_total", "counter", "time spent in decode calls", s.decode_seconds);
+    metric(out, "strata_tokens_per_second", "gauge", "prompt and generated tokens per second of decode time",
+           s.decode_seconds > 0 ? static_cast<double>(s.prompt_tokens + s.generated_tokens) / s.decode_seconds : 0);
+  }
+  if (engine) {
+    out += "# HELP strata_node_up 1 when the node answers and holds its stage\n# TYPE strata_node_up gauge\n";
+    out += "strata_node_up{node=\"local\"} 1\n";
+    std::string latency =
+        "# HELP strata_node_ping_seconds round trip of the last heartbeat\n# TYPE strata_node_ping_seconds gauge\n";
+    for (const auto& h : engine->node_health()) {
+      out += fmt::format("strata_node_up{{node=\"{}\"}} {}\n", h.node, h.reachable ? 1 : 0);
+      latency += fmt::format("strata_node_ping_seconds{{node=\"{}\"}} {}\n", h.node, h.ping_ms / 1000.0);
+    }
+    out += latency;
+  }
+  return out;
+}
+
+}  // namespace strata::server

@@ -1,0 +1,56 @@
+// A Jinja2 interpreter for the subset of the language that chat templates use (HF transformers
+// dialect: trim_blocks and lstrip_blocks on, loop controls, `raise_exception`, `strftime_now`, a
+// json.dumps-style `tojson`). Parse and render errors are values that name the line and column;
+// hostile templates are stopped by the limits below, never by a crash.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <ctime>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/result.h"
+#include "text/jinja_lexer.h"
+#include "text/jinja_value.h"
+
+namespace strata::text::jinja {
+
+struct Program;
+
+struct Limits {
+  size_t max_output = size_t{16} << 20;  // bytes of rendered text, and of any one string value
+  int64_t max_steps = 5'000'000;         // statements + expressions evaluated
+  int max_recursion = 400;               // nested evaluation (expressions, blocks, macro bodies)
+  int max_call_depth = 64;               // nested macro calls
+  int max_nesting = 128;                 // nesting of the template's own syntax (parse time)
+  size_t max_list = 1'000'000;           // elements of one list (range(), list building)
+  int max_value_depth = 128;             // nesting of lists/dicts (literals, JSON inputs)
+};
+
+struct RenderOptions {
+  Limits limits;
+  std::optional<std::time_t> now;  // strftime_now's clock; the current time when unset
+};
+
+using Vars = std::vector<std::pair<std::string, Value>>;
+
+class Template {
+ public:
+  static Result<Template> parse(std::string_view source, const SyntaxOptions& syntax = {},
+                                int max_nesting = Limits{}.max_nesting);
+  Result<std::string> render(const Vars& vars, const RenderOptions& options = {}) const;
+
+ private:
+  std::shared_ptr<const Program> program_;
+};
+
+// Parser entry point (jinja_parser.cpp).
+Result<std::shared_ptr<const Program>> parse_program(std::string_view source, const SyntaxOptions& syntax,
+                                                     int max_nesting);
+
+}  // namespace strata::text::jinja
