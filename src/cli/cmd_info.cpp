@@ -2,6 +2,8 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "cli/common.h"
 #include "model/model.h"
 
@@ -63,6 +65,18 @@ Command add_info(CLI::App& app) {
         const model::HParams& hp = (*m)->hparams();
         fmt::print("model: {} layers, n_embd {}, {} heads / {} kv heads, head dim {}, n_ff {}, vocab {}\n",
                    hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.n_ff, hp.n_vocab);
+        if (hp.n_expert > 0) {
+          fmt::print("experts: {} routed, {} used per token, expert ff {}{}\n", hp.n_expert, hp.n_expert_used,
+                     hp.n_ff_expert,
+                     hp.n_ff_shared_expert ? fmt::format(", shared expert ff {}", hp.n_ff_shared_expert) : "");
+          fmt::print("active parameters per token: {} of {}\n", (*m)->n_active_params(), (*m)->n_params());
+        }
+        if (hp.has_recurrent_layers()) {
+          const auto n_recurrent = std::count(hp.recurrent.begin(), hp.recurrent.end(), 1);
+          fmt::print("layers: {} Gated DeltaNet, {} full attention (conv kernel {}, {} k heads / {} v heads of {})\n",
+                     n_recurrent, hp.n_layer - n_recurrent, hp.ssm_conv_kernel, hp.ssm_n_k_heads, hp.ssm_n_v_heads,
+                     hp.ssm_state_size);
+        }
       } else {
         fmt::print("model: cannot run: {}\n", m.error().message);
       }

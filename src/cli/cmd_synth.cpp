@@ -16,13 +16,31 @@ Command add_synth(CLI::App& app) {
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("synth", "write a deterministic random-weight model with a built-in vocabulary");
-  cmd->add_option("--arch", f->spec.arch, "architecture (llama, qwen2, qwen3)")->capture_default_str();
+  cmd->add_option("--arch", f->spec.arch, "architecture (llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next)")
+      ->capture_default_str();
   cmd->add_option("--layers", f->spec.n_layer, "layers")->capture_default_str();
   cmd->add_option("--embd", f->spec.n_embd, "embedding width")->capture_default_str();
   cmd->add_option("--heads", f->spec.n_head, "attention heads")->capture_default_str();
   cmd->add_option("--kv-heads", f->spec.n_head_kv, "key/value heads")->capture_default_str();
   cmd->add_option("--head-dim", f->spec.head_dim, "head dimension (0: embd / heads)")->capture_default_str();
   cmd->add_option("--ff", f->spec.n_ff, "feed-forward width")->capture_default_str();
+  cmd->add_option("--rope-dim", f->spec.n_rot, "rotary dims (0: head dim; a quarter of it for qwen35/qwen35moe/qwen3next)")
+      ->capture_default_str();
+  cmd->add_option("--experts", f->spec.n_expert, "routed experts (MoE architectures)")->capture_default_str();
+  cmd->add_option("--experts-used", f->spec.n_expert_used, "experts per token (MoE architectures)")->capture_default_str();
+  cmd->add_option("--expert-ff", f->spec.n_ff_expert, "expert feed-forward width (MoE architectures)")->capture_default_str();
+  cmd->add_option("--shared-ff", f->spec.n_ff_shared_expert, "shared-expert feed-forward width (0: --expert-ff)")
+      ->capture_default_str();
+  cmd->add_option("--ssm-conv", f->spec.ssm_conv_kernel, "Gated DeltaNet conv kernel (hybrid architectures)")
+      ->capture_default_str();
+  cmd->add_option("--ssm-state", f->spec.ssm_state, "Gated DeltaNet head dim, k and v (hybrid architectures)")
+      ->capture_default_str();
+  cmd->add_option("--ssm-k-heads", f->spec.ssm_k_heads, "Gated DeltaNet key heads (ssm.group_count)")->capture_default_str();
+  cmd->add_option("--ssm-v-heads", f->spec.ssm_v_heads, "Gated DeltaNet value heads (ssm.time_step_rank)")
+      ->capture_default_str();
+  cmd->add_option("--full-attn-interval", f->spec.full_attention_interval,
+                  "every n-th layer is full attention, the others Gated DeltaNet (hybrid architectures)")
+      ->capture_default_str();
   cmd->add_option("--ctx", f->spec.n_ctx, "training context written to the file")->capture_default_str();
   cmd->add_option("--seed", f->spec.seed, "random seed")->capture_default_str();
   cmd->add_option("--type", f->type, "matrix type: f32 or f16")->capture_default_str();

@@ -14,6 +14,7 @@
 
 namespace strata::memory {
 class KvCache;
+class RecurrentState;
 }
 
 namespace strata::model {
@@ -33,6 +34,11 @@ struct TensorDecl {
   std::vector<int64_t> shape;   // expected ne[], innermost first
   bool required;
   TensorSlot slot;
+  // A required tensor may be replaced by another form: it is then optional when every tensor named
+  // here is present (e.g. ffn_gate_exps + ffn_up_exps instead of the fused ffn_gate_up_exps).
+  std::vector<std::string> unless_present = {};
+  // Routed-expert tensors: how many experts the last dimension holds (0 for every other tensor).
+  int32_t n_experts = 0;
 };
 
 // Everything one layer's forward pass may touch.
@@ -41,7 +47,8 @@ struct LayerContext {
   const GlobalWeights& global;
   tensor::ThreadPool& pool;
   const Batch& batch;
-  memory::KvCache& kv;
+  memory::KvCache& kv;                  // attention layers
+  memory::RecurrentState* recurrent;    // Gated DeltaNet layers; null when the model has none
   Scratch& scratch;
 };
 

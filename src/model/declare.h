@@ -17,20 +17,36 @@ class Declarations {
     list_.push_back({name, layer, std::move(shape), required, slot});
   }
   template <typename Slot>
-  void layer(int il, const std::string& suffix, std::vector<int64_t> shape, bool required, Slot slot) {
-    list_.push_back({"blk." + std::to_string(il) + "." + suffix, il, std::move(shape), required, slot});
+  TensorDecl& layer(int il, const std::string& suffix, std::vector<int64_t> shape, bool required, Slot slot) {
+    list_.push_back({block(il, suffix), il, std::move(shape), required, slot});
+    return list_.back();
   }
 
   // token_embd, output_norm, output (optional: tied to token_embd), rope_freqs (optional).
   void embeddings_and_head();
   // attn_norm, attn_q/k/v/output (+ optional biases when `biases`), QK-norm when `qk_norm`.
   void attention(int il, bool biases, bool qk_norm);
-  // ffn_norm, ffn_gate/up/down.
+  // ffn_norm: the pre-FFN norm of the classic layer.
+  void ffn_norm(int il);
+  // ffn_gate/up/down (SwiGLU).
   void dense_ffn(int il);
+  // Routed experts: router ffn_gate_inp, ffn_gate_exps + ffn_up_exps (or the fused ffn_gate_up_exps)
+  // and ffn_down_exps; with `shared`, the sigmoid-gated shared expert (ffn_*_shexp).
+  void moe_ffn(int il, bool shared);
+
+  // Hybrid (qwen35 family) layers: attn_norm before the mixer and post_attention_norm before the FFN.
+  void hybrid_norms(int il);
+  // Gated full attention: attn_q holds query and gate ({E, 2 * n_head * head_dim}), QK-norm.
+  void gated_attention(int il);
+  // Gated DeltaNet. qwen3next files may carry ssm_in (q, k, v, z fused) instead of attn_qkv +
+  // attn_gate, and always carry ssm_ba instead of ssm_beta + ssm_alpha (`fused_beta_alpha`).
+  void gated_delta_net(int il, bool fused_beta_alpha);
 
   std::vector<TensorDecl> take() { return std::move(list_); }
 
  private:
+  static std::string block(int il, const std::string& suffix) { return "blk." + std::to_string(il) + "." + suffix; }
+
   const HParams& hp_;
   std::vector<TensorDecl> list_;
 };

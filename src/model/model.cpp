@@ -2,6 +2,8 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 namespace strata::model {
 namespace {
 
@@ -61,8 +63,14 @@ Result<std::shared_ptr<const Model>> Model::build(std::shared_ptr<Model> m) {
   for (TensorDecl& d : m->arch_->declare(m->hp_)) {
     auto it = by_name.find(d.name);
     if (it == by_name.end()) {
-      if (d.required) return make_error("{}: missing tensor '{}'", file.path(), d.name);
-      continue;
+      if (!d.required) continue;
+      const bool replaced = !d.unless_present.empty() &&
+                            std::all_of(d.unless_present.begin(), d.unless_present.end(),
+                                        [&](const std::string& n) { return by_name.count(n) != 0; });
+      if (replaced) continue;
+      if (d.unless_present.empty()) return make_error("{}: missing tensor '{}'", file.path(), d.name);
+      return make_error("{}: missing tensor '{}' (or its alternative {})", file.path(), d.name,
+                        fmt::join(d.unless_present, " + "));
     }
     STRATA_TRY(check_shape(file, d, *it->second));
     const uint8_t* data = m->data_[d.name];
@@ -81,6 +89,19 @@ bool Model::has_output_weight() const {
 uint64_t Model::n_params() const {
   uint64_t n = 0;
   for (const auto& t : tensors_) n += static_cast<uint64_t>(t.info->n_elements());
+  return n;
+}
+
+uint64_t Model::n_active_params() const {
+  const HParams& hp = hp_;
+  uint64_t n = n_params();
+  for (const auto& t : tensors_) {
+    const int32_t x = t.decl.n_experts;
+    if (x <= 0 || hp.n_expert_used >= x) continue;
+    // Each token runs n_expert_used of the x experts a routed-expert tensor holds.
+    const uint64_t per_expert = static_cast<uint64_t>(t.info->n_elements()) / static_cast<uint64_t>(x);
+    n -= per_expert * static_cast<uint64_t>(x - hp.n_expert_used);
+  }
   return n;
 }
 

@@ -39,6 +39,9 @@ class Model {
   const std::vector<Tensor>& tensors() const { return tensors_; }
   const std::vector<gguf::TensorInfo>& all_infos() const { return infos_; }
   uint64_t n_params() const;
+  // Parameters one token's forward pass uses: n_params() minus the routed experts it does not run
+  // (n_expert - n_expert_used of every expert tensor). Equals n_params() for dense models.
+  uint64_t n_active_params() const;
   // False when the head is tied to token_embd.
   bool has_output_weight() const;
 

@@ -1,5 +1,6 @@
 #include "model/stage_runner.h"
 
+#include "model/gated_delta_net.h"
 #include "model/ops.h"
 
 namespace strata::model {
@@ -34,6 +35,9 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
   kv.n_seq = config.n_seq;
   kv.n_ctx_per_seq = config.n_ctx_per_seq;
   STRATA_ASSIGN(r->kv_, memory::KvCache::create(kv));
+  if (hp.has_recurrent_layers()) {
+    STRATA_ASSIGN(r->recurrent_, memory::RecurrentState::create(recurrent_config(hp, config.owned, config.n_seq)));
+  }
   r->pool_ = std::make_unique<tensor::ThreadPool>(config.n_threads);
   return r;
 }
@@ -85,14 +89,17 @@ Status StageRunner::run_layers(const Batch& batch, int32_t first, int32_t end, f
   for (int32_t il = first; il < end; ++il) {
     if (!config_.owned[il]) return make_error("layer {} is not owned by this node", il);
   }
-  LayerContext ctx{hp, weights_.global, *pool_, batch, kv_, scratch_};
+  LayerContext ctx{hp, weights_.global, *pool_, batch, kv_, recurrent_ ? &*recurrent_ : nullptr, scratch_};
   for (int32_t il = first; il < end; ++il) model_->architecture().forward_layer(ctx, weights_.layers[il], il, hidden);
   record_positions(batch);
   return {};
 }
 
 void StageRunner::record_positions(const Batch& batch) {
-  for (int64_t t = 0; t < batch.size(); ++t) kv_.set_n_past(batch.seq[t], batch.pos[t] + 1);
+  for (int64_t t = 0; t < batch.size(); ++t) {
+    kv_.set_n_past(batch.seq[t], batch.pos[t] + 1);
+    if (recurrent_) recurrent_->set_n_past(batch.seq[t], batch.pos[t] + 1);
+  }
 }
 
 std::vector<float> StageRunner::logits(const Batch& batch, const float* hidden) {
@@ -116,7 +123,18 @@ std::vector<float> StageRunner::logits(const Batch& batch, const float* hidden) 
 Status StageRunner::clear_seq(int32_t seq) {
   if (seq < 0 || seq >= config_.n_seq) return make_error("sequence {} out of range", seq);
   kv_.clear(seq);
+  if (recurrent_) STRATA_TRY(recurrent_->clear(seq));
   return {};
+}
+
+Status StageRunner::remove_from(int32_t seq, int32_t p0) {
+  if (recurrent_) STRATA_TRY(recurrent_->remove_from(seq, p0));
+  return kv_.remove_from(seq, p0);
+}
+
+Status StageRunner::copy_seq(int32_t src, int32_t dst) {
+  if (recurrent_) STRATA_TRY(recurrent_->copy(src, dst));
+  return kv_.copy(src, dst);
 }
 
 }  // namespace strata::model

@@ -1,12 +1,15 @@
-// Runs the layers a node owns over a batch's hidden states, with that node's KV cache. The coordinator
+// Runs the layers a node owns over a batch's hidden states, with that node's KV cache (attention
+// layers) and recurrent state (Gated DeltaNet layers). The coordinator
 // uses one for its own layers (plus embeddings and, when it owns it, the output head); each worker
 // session uses one for the layers the plan gave it.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "memory/kv_cache.h"
+#include "memory/recurrent_state.h"
 #include "model/blocks.h"
 #include "model/model.h"
 #include "tensor/thread_pool.h"
@@ -30,6 +33,7 @@ class StageRunner {
   const Model& model() const { return *model_; }
   const StageConfig& config() const { return config_; }
   size_t kv_bytes() const { return kv_.bytes(); }
+  size_t state_bytes() const { return recurrent_ ? recurrent_->bytes() : 0; }
   uint64_t weight_bytes() const { return weight_bytes_; }
   int32_t n_past(int32_t seq) const { return kv_.n_past(seq); }
 
@@ -46,9 +50,12 @@ class StageRunner {
   // Logits (n_vocab per row) of the rows flagged in batch.logits (needs the output tensors).
   std::vector<float> logits(const Batch& batch, const float* hidden);
 
+  // Sequence operations reach the KV cache and the recurrent state. On a model with recurrent layers
+  // (owned here or not, so every node answers alike) remove_from follows RecurrentState's rule: no-op
+  // at or past the end, clear at 0, an error in between (nothing changes then).
   Status clear_seq(int32_t seq);
-  Status remove_from(int32_t seq, int32_t p0) { return kv_.remove_from(seq, p0); }
-  Status copy_seq(int32_t src, int32_t dst) { return kv_.copy(src, dst); }
+  Status remove_from(int32_t seq, int32_t p0);
+  Status copy_seq(int32_t src, int32_t dst);
 
  private:
   StageRunner() = default;
@@ -58,6 +65,7 @@ class StageRunner {
   Weights weights_;
   uint64_t weight_bytes_ = 0;
   memory::KvCache kv_;
+  std::optional<memory::RecurrentState> recurrent_;  // when the model has recurrent layers
   std::unique_ptr<tensor::ThreadPool> pool_;
   Scratch scratch_;
 };

@@ -1,6 +1,8 @@
 #include "model/synth.h"
 
 #include <cmath>
+#include <cstring>
+#include <variant>
 
 #include "gguf/gguf.h"
 #include "model/architecture.h"
@@ -35,53 +37,72 @@ bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Scale like a trained model: N(0, (gain / sqrt(fan_in))^2); projections that write the residual
-// stream get a smaller gain so activations stay O(1) through depth.
+// Scale like a trained model (the recipe of shared/models/README.md section 5): matrices
+// N(0, (gain / sqrt(fan_in))^2), gain 1 on the input side, 0.5 on projections that write the residual
+// stream, 3 for the router, 1.5 for the shared-expert gate, 4 for the output head; norms
+// 1 + N(0, 0.02); the delta net's conv taps N(0, 0.3^2), dt bias N(0.5, 0.3^2), ssm_a = -exp(U(log 0.05,
+// log 0.6)).
 struct Init {
   double mean = 0, std = 1;
+  bool log_uniform_decay = false;  // ssm_a
 };
 Init init_for(const std::string& name, int64_t fan_in) {
-  if (name.find("norm") != std::string::npos) return {1.0, 0.02};
+  auto has = [&](std::string_view part) { return name.find(part) != std::string::npos; };
+  if (has("norm")) return {1.0, 0.02};
+  if (has("ssm_dt")) return {0.5, 0.3};
+  if (ends_with(name, ".ssm_a")) return {0, 0, true};
+  if (has("ssm_conv1d")) return {0.0, 0.3};
   if (ends_with(name, ".bias")) return {0.0, 0.02};
   if (name == "token_embd.weight") return {0.0, 1.0};
   double gain = 1.0;
   if (name == "output.weight") gain = 4.0;
-  if (name.find("attn_output") != std::string::npos || name.find("ffn_down") != std::string::npos) gain = 0.5;
+  if (has("attn_output") || has("ffn_down") || has("ssm_out")) gain = 0.5;
+  if (has("ffn_gate_inp_shexp")) {
+    gain = 1.5;
+  } else if (has("ffn_gate_inp")) {
+    gain = 3.0;
+  }
   return {0.0, gain / std::sqrt(static_cast<double>(fan_in))};
 }
 
-}  // namespace
-
-Status validate(const SynthSpec& s) {
-  if (!find_architecture(s.arch)) return make_error("synth: architecture '{}' is not supported", s.arch);
-  if (s.n_layer < 1 || s.n_layer > 512) return make_error("synth: --layers {} out of range 1..512", s.n_layer);
-  if (s.n_embd < 1 || s.n_embd > (1 << 16)) return make_error("synth: --embd {} out of range", s.n_embd);
-  if (s.n_head < 1 || s.n_head_kv < 1 || s.n_head % s.n_head_kv != 0) {
-    return make_error("synth: --heads {} must be a positive multiple of --kv-heads {}", s.n_head, s.n_head_kv);
-  }
-  const int32_t hd = s.head_dim ? s.head_dim : s.n_embd / s.n_head;
-  if (hd < 2 || hd % 2 != 0 || hd > 512) return make_error("synth: head dim {} must be even, 2..512", hd);
-  if (s.n_ff < 1) return make_error("synth: --ff {} must be positive", s.n_ff);
-  if (s.n_ctx < 1) return make_error("synth: --ctx {} must be positive", s.n_ctx);
-  if (s.type != DType::F32 && s.type != DType::F16) return make_error("synth: --type must be f32 or f16");
-  return {};
-}
-
-Status write_synth_model(const SynthSpec& s, const std::string& path, const std::function<void(size_t, size_t)>& on_tensor) {
-  STRATA_TRY(validate(s));
-  const text::VocabTables vocab = text::builtin_vocab();
+// The shape the file declares, as HParams (for the architecture's tensor declarations).
+HParams synth_hparams(const SynthSpec& s, const ArchTraits& traits, int32_t n_vocab) {
   HParams hp;
   hp.arch = s.arch;
-  hp.n_layer = s.n_layer;
+  hp.n_layer = hp.n_layer_all = s.n_layer;
   hp.n_embd = s.n_embd;
-  hp.n_vocab = static_cast<int32_t>(vocab.tokens.size());
+  hp.n_vocab = n_vocab;
   hp.n_head = s.n_head;
   hp.n_head_kv = s.n_head_kv;
   hp.head_dim_k = hp.head_dim_v = s.head_dim ? s.head_dim : s.n_embd / s.n_head;
   hp.n_ff = s.n_ff;
-  hp.n_rot = hp.head_dim_k;
+  hp.rope_type = traits.rope;
+  hp.n_rot = s.n_rot ? s.n_rot : traits.hybrid ? hp.head_dim_k / 4 : hp.head_dim_k;
+  // IMRoPE sections: the rotary pairs dealt to t, h, w in turn (the converter's [11, 11, 10, 0] for 32).
+  const int32_t pairs = hp.n_rot / 2;
+  hp.rope_sections[0] = (pairs + 2) / 3;
+  hp.rope_sections[1] = (pairs + 1) / 3;
+  hp.rope_sections[2] = pairs / 3;
+  if (traits.moe) {
+    hp.n_expert = s.n_expert;
+    hp.n_expert_used = s.n_expert_used;
+    hp.n_ff_expert = s.n_ff_expert;
+  }
+  if (traits.shared_expert) hp.n_ff_shared_expert = s.n_ff_shared_expert ? s.n_ff_shared_expert : s.n_ff_expert;
+  if (traits.hybrid) {
+    hp.ssm_conv_kernel = s.ssm_conv_kernel;
+    hp.ssm_state_size = s.ssm_state;
+    hp.ssm_n_k_heads = s.ssm_k_heads;
+    hp.ssm_n_v_heads = s.ssm_v_heads;
+    hp.ssm_inner_size = s.ssm_v_heads * s.ssm_state;
+    hp.full_attention_interval = s.full_attention_interval;
+    hp.recurrent.assign(s.n_layer, 0);
+    for (int il = 0; il < s.n_layer; ++il) hp.recurrent[il] = (il + 1) % s.full_attention_interval != 0;
+  }
+  return hp;
+}
 
-  gguf::Writer w;
+void write_keys(gguf::Writer& w, const SynthSpec& s, const ArchTraits& traits, const HParams& hp) {
   const std::string p = s.arch + ".";
   w.set_string("general.architecture", s.arch);
   w.set_string("general.name", "strata synth " + s.arch);
@@ -98,6 +119,75 @@ Status write_synth_model(const SynthSpec& s, const std::string& path, const std:
   w.set_u32(p + "rope.dimension_count", hp.n_rot);
   w.set_f32(p + "rope.freq_base", s.rope_base);
   w.set_f32(p + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  if (traits.rope == RopeType::IMrope) {
+    w.set_i32_array(p + "rope.dimension_sections", {hp.rope_sections[0], hp.rope_sections[1], hp.rope_sections[2],
+                                                    hp.rope_sections[3]});
+  }
+  if (traits.moe) {
+    w.set_u32(p + "expert_count", hp.n_expert);
+    w.set_u32(p + "expert_used_count", hp.n_expert_used);
+    w.set_u32(p + "expert_feed_forward_length", hp.n_ff_expert);
+  }
+  if (traits.shared_expert) w.set_u32(p + "expert_shared_feed_forward_length", hp.n_ff_shared_expert);
+  if (traits.hybrid) {
+    w.set_u32(p + "ssm.conv_kernel", hp.ssm_conv_kernel);
+    w.set_u32(p + "ssm.state_size", hp.ssm_state_size);
+    w.set_u32(p + "ssm.group_count", hp.ssm_n_k_heads);
+    w.set_u32(p + "ssm.time_step_rank", hp.ssm_n_v_heads);
+    w.set_u32(p + "ssm.inner_size", hp.ssm_inner_size);
+    w.set_u32(p + "full_attention_interval", hp.full_attention_interval);
+  }
+}
+
+}  // namespace
+
+Status validate(const SynthSpec& s) {
+  const ArchTraits* traits = find_arch_traits(s.arch);
+  if (!traits || !find_architecture(s.arch)) return make_error("synth: architecture '{}' is not supported", s.arch);
+  if (s.n_layer < 1 || s.n_layer > 512) return make_error("synth: --layers {} out of range 1..512", s.n_layer);
+  if (s.n_embd < 1 || s.n_embd > (1 << 16)) return make_error("synth: --embd {} out of range", s.n_embd);
+  if (s.n_head < 1 || s.n_head_kv < 1 || s.n_head % s.n_head_kv != 0) {
+    return make_error("synth: --heads {} must be a positive multiple of --kv-heads {}", s.n_head, s.n_head_kv);
+  }
+  const int32_t hd = s.head_dim ? s.head_dim : s.n_embd / s.n_head;
+  if (hd < 2 || hd % 2 != 0 || hd > 512) return make_error("synth: head dim {} must be even, 2..512", hd);
+  const int32_t rot = s.n_rot ? s.n_rot : traits->hybrid ? hd / 4 : hd;
+  if (s.n_rot < 0 || rot < 2 || rot % 2 != 0 || rot > hd) {
+    return make_error("synth: --rope-dim {} must be even, 2..head dim {}", rot, hd);
+  }
+  if (s.n_ff < 1) return make_error("synth: --ff {} must be positive", s.n_ff);
+  if (s.n_ctx < 1) return make_error("synth: --ctx {} must be positive", s.n_ctx);
+  if (s.type != DType::F32 && s.type != DType::F16) return make_error("synth: --type must be f32 or f16");
+  if (traits->moe) {
+    if (s.n_expert < 1 || s.n_expert > 4096) return make_error("synth: --experts {} out of range 1..4096", s.n_expert);
+    if (s.n_expert_used < 1 || s.n_expert_used > s.n_expert) {
+      return make_error("synth: --experts-used {} must be in 1..--experts ({})", s.n_expert_used, s.n_expert);
+    }
+    if (s.n_ff_expert < 1) return make_error("synth: --expert-ff {} must be positive", s.n_ff_expert);
+    if (s.n_ff_shared_expert < 0) return make_error("synth: --shared-ff {} must not be negative", s.n_ff_shared_expert);
+  }
+  if (traits->hybrid) {
+    if (s.ssm_conv_kernel < 1 || s.ssm_conv_kernel > 64) return make_error("synth: --ssm-conv {} out of range 1..64", s.ssm_conv_kernel);
+    if (s.ssm_state < 1 || s.ssm_state > 1024) return make_error("synth: --ssm-state {} out of range 1..1024", s.ssm_state);
+    if (s.ssm_k_heads < 1 || s.ssm_v_heads < 1 || s.ssm_v_heads % s.ssm_k_heads != 0) {
+      return make_error("synth: --ssm-v-heads {} must be a positive multiple of --ssm-k-heads {}", s.ssm_v_heads,
+                        s.ssm_k_heads);
+    }
+    if (s.full_attention_interval < 1) {
+      return make_error("synth: --full-attn-interval {} must be positive", s.full_attention_interval);
+    }
+  }
+  return {};
+}
+
+Status write_synth_model(const SynthSpec& s, const std::string& path, const std::function<void(size_t, size_t)>& on_tensor) {
+  STRATA_TRY(validate(s));
+  const text::VocabTables vocab = text::builtin_vocab();
+  const ArchTraits& traits = *find_arch_traits(s.arch);
+  const HParams hp = synth_hparams(s, traits, static_cast<int32_t>(vocab.tokens.size()));
+
+  gguf::Writer w;
+  write_keys(w, s, traits, hp);
   w.set_string("tokenizer.ggml.model", "llama");
   w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
   w.set_f32_array("tokenizer.ggml.scores", vocab.scores);
@@ -113,14 +203,20 @@ Status write_synth_model(const SynthSpec& s, const std::string& path, const std:
   std::erase_if(decls, [](const TensorDecl& d) { return !d.required && d.name != "output.weight"; });
   for (size_t i = 0; i < decls.size(); ++i) {
     const TensorDecl& d = decls[i];
-    const DType type = d.shape.size() >= 2 ? s.type : DType::F32;
+    // Vectors (norms, conv taps, ...) and the routers stay F32, as llama-quantize leaves them.
+    const bool vector_slot = std::holds_alternative<VectorView LayerWeights::*>(d.slot) ||
+                             std::holds_alternative<VectorView GlobalWeights::*>(d.slot);
+    const bool router = d.name.find("ffn_gate_inp") != std::string::npos;
+    const DType type = d.shape.size() >= 2 && !vector_slot && !router ? s.type : DType::F32;
     const uint64_t seed = name_hash(d.name, s.seed);
     const Init init = init_for(d.name, d.shape[0]);
     STRATA_TRY(w.add_tensor(d.name, type, d.shape, [=, &on_tensor, n = decls.size()](uint8_t* dst, uint64_t nbytes) -> Status {
       Rng rng{seed};
       const uint64_t count = nbytes / (type == DType::F32 ? 4 : 2);
       for (uint64_t k = 0; k < count; ++k) {
-        const float v = static_cast<float>(init.mean + init.std * rng.normal());
+        const float v = init.log_uniform_decay
+                            ? static_cast<float>(-std::exp(std::log(0.05) + (std::log(0.6) - std::log(0.05)) * rng.uniform()))
+                            : static_cast<float>(init.mean + init.std * rng.normal());
         if (type == DType::F32) {
           std::memcpy(dst + 4 * k, &v, 4);
         } else {

@@ -25,6 +25,29 @@ struct LayerWeights {
   VectorView ffn_norm;
   MatrixView ffn_gate, ffn_up, ffn_down;
   VectorView ffn_gate_bias, ffn_up_bias, ffn_down_bias;
+
+  // Hybrid models: the norm between the mixer (attention or delta net) and the FFN.
+  VectorView post_attention_norm;
+
+  // Gated DeltaNet (linear attention).
+  MatrixView attn_qkv;     // {E, conv channels}: q, k (per k-head) and v (per v-head), before the conv
+  MatrixView attn_gate;    // {E, H_v * d_v}: z, the output gate
+  MatrixView ssm_in;       // qwen3next legacy: q, k, v, z fused and grouped per k-head
+  MatrixView ssm_beta;     // {E, H_v}
+  MatrixView ssm_alpha;    // {E, H_v}
+  MatrixView ssm_ba;       // qwen3next: beta and alpha fused, grouped per k-head
+  VectorView ssm_conv1d;   // {K, conv channels}: K taps per channel
+  VectorView ssm_dt_bias;  // {H_v}
+  VectorView ssm_a;        // {H_v}: -exp(A_log)
+  VectorView ssm_norm;     // {d_v}, shared by the heads
+  MatrixView ssm_out;      // {H_v * d_v, E}
+
+  // Mixture of experts. Expert tensors are 3-D {cols, F, X}: expert e is rows [e*F, (e+1)*F).
+  MatrixView ffn_gate_inp;                          // router {E, X}
+  MatrixView ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+  MatrixView ffn_gate_up_exps;                      // fused {E, 2F, X}: gate rows then up rows per expert
+  MatrixView ffn_gate_inp_shexp;                    // shared-expert gate {E} (one row)
+  MatrixView ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
 };
 
 struct GlobalWeights {

@@ -1,5 +1,6 @@
 // Logits and greedy continuations against llama.cpp's golden outputs, for every golden file of the
-// architectures built so far, in batch and token-by-token mode.
+// architectures built so far (llama, qwen3, qwen3moe, qwen35, qwen35moe), in batch and token-by-token
+// mode.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,6 +45,20 @@ std::unique_ptr<runtime::Engine> load(const Golden& g, int32_t threads, int32_t 
   return e.ok() ? std::move(*e) : nullptr;
 }
 
+TEST(GoldenTolerance, names_map_to_the_tolerance_of_their_weight_type) {
+  using testing::tolerance_for;
+  EXPECT_EQ(tolerance_for("qwen35moe-40L-f16", 16).max_abs, 0.03);    // F16, not F32 or BF16
+  EXPECT_EQ(tolerance_for("llama-dense-bf16", 16).max_abs, 0.15);
+  EXPECT_EQ(tolerance_for("qwen35moe-f32", 16).max_abs, 0.03);
+  EXPECT_EQ(tolerance_for("qwen35moe-f32.long", 100).max_abs, 0.05);  // the long-prompt F32 tolerance
+  EXPECT_EQ(tolerance_for("qwen35-dense-f32", 16).max_abs, 0.03);
+  EXPECT_EQ(tolerance_for("stories260K.long", 100).max_abs, 0.05);
+  EXPECT_EQ(tolerance_for("qwen3moe-q4_k_m", 16).max_abs, 0.5);
+  EXPECT_EQ(tolerance_for("qwen35moe-q4_k_m", 16).mean_abs, 0.06);
+  EXPECT_EQ(tolerance_for("TinyStories-656K-Q8_0", 13).max_abs, 0.5);
+  EXPECT_EQ(tolerance_for("llama-2-tiny-random", 15).max_abs, 1e-4);
+}
+
 class GoldenParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenParity, batch_logits_match_llama_cpp_within_tolerance) {
@@ -86,6 +101,8 @@ TEST_P(GoldenParity, token_by_token_logits_match_llama_cpp_within_tolerance) {
   for (size_t i = 0; i < g.prompt_tokens.size(); ++i) accumulate(g, i, logits->data() + i * g.n_vocab, d);
   EXPECT_LE(d.max_abs, g.tolerance.max_abs);
   EXPECT_LE(d.mean(), g.tolerance.mean_abs);
+  std::printf("[ golden   ] %s token by token: max abs %.3g, mean abs %.3g (tolerance %.3g / %.3g)\n", g.name.c_str(),
+              d.max_abs, d.mean(), g.tolerance.max_abs, g.tolerance.mean_abs);
 }
 
 TEST_P(GoldenParity, greedy_continuation_matches_until_the_margin_is_too_small) {
@@ -118,7 +135,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values("stories260K", "stories260K.long", "TinyStories-656K-Q8_0", "llama-2-tiny-random",
                       "llama-dense-f32", "llama-dense-f16", "llama-dense-bf16", "llama-dense-q8_0",
                       "llama-dense-q6_k", "llama-dense-q5_k_m", "llama-dense-q4_k_m", "llama-dense-q4_0",
-                      "llama-dense-iq4_xs", "qwen3-dense-f32"),
+                      "llama-dense-iq4_xs", "qwen3-dense-f32", "qwen3moe-f32", "qwen3moe-q4_k_m",
+                      "qwen35moe-f32", "qwen35moe-f32.long", "qwen35moe-q4_k_m", "qwen35moe-40L-f16",
+                      "qwen35-dense-f32"),
     [](const ::testing::TestParamInfo<std::string>& info) {
       std::string n = info.param;
       for (char& c : n) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';

@@ -1,0 +1,103 @@
+#include "model/delta_rule.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace strata::model {
+namespace {
+
+float dot(const float* a, const float* b, int32_t n) {
+  float s = 0.0f;
+  for (int32_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace
+
+void delta_rule_tokens(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state) {
+  const int32_t dk = shape.d_k, dv = shape.d_v;
+  std::vector<float> delta(dv);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = rows[i];
+    const float* q = h.q + r * h.qk_stride;
+    const float* k = h.k + r * h.qk_stride;
+    const float* v = h.v + r * h.v_stride;
+    const float decay = std::exp(h.g[r * h.gb_stride]);
+    const float beta = h.beta[r * h.gb_stride];
+    float* out = h.out + r * h.out_stride;
+    for (int64_t e = 0; e < int64_t{dk} * dv; ++e) state[e] *= decay;
+    for (int32_t j = 0; j < dv; ++j) delta[j] = (v[j] - dot(state + int64_t{j} * dk, k, dk)) * beta;
+    for (int32_t j = 0; j < dv; ++j) {
+      float* s = state + int64_t{j} * dk;
+      for (int32_t c = 0; c < dk; ++c) s[c] += k[c] * delta[j];
+    }
+    for (int32_t j = 0; j < dv; ++j) out[j] = dot(state + int64_t{j} * dk, q, dk) * shape.scale;
+  }
+}
+
+void delta_rule_chunked(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state,
+                        int32_t chunk, std::vector<float>& work) {
+  const int32_t dk = shape.d_k, dv = shape.d_v;
+  const int64_t C = std::max(chunk, 1);
+  // Scratch: cumulative decay G (C), k.k and q.k (C x C each), delta (C x dv).
+  work.resize(C + 2 * C * C + C * dv);
+  float* G = work.data();
+  float* kk = G + C;
+  float* qk = kk + C * C;
+  float* delta = qk + C * C;
+  for (int64_t c0 = 0; c0 < n; c0 += C) {
+    const int64_t L = std::min<int64_t>(C, n - c0);
+    const int32_t* rc = rows + c0;
+    auto q = [&](int64_t i) { return h.q + rc[i] * h.qk_stride; };
+    auto k = [&](int64_t i) { return h.k + rc[i] * h.qk_stride; };
+    float sum = 0.0f;
+    for (int64_t i = 0; i < L; ++i) G[i] = sum += h.g[rc[i] * h.gb_stride];
+    for (int64_t i = 0; i < L; ++i) {
+      for (int64_t j = 0; j <= i; ++j) {
+        kk[i * C + j] = dot(k(i), k(j), dk);
+        qk[i * C + j] = dot(q(i), k(j), dk);
+      }
+    }
+    // delta = (I + A)^-1 R by forward substitution, R_i = beta_i (v_i - e^{G_i} S^T k_i).
+    for (int64_t i = 0; i < L; ++i) {
+      const float beta = h.beta[rc[i] * h.gb_stride];
+      const float* v = h.v + rc[i] * h.v_stride;
+      const float gi = std::exp(G[i]);
+      float* d = delta + i * dv;
+      for (int32_t j = 0; j < dv; ++j) d[j] = beta * (v[j] - gi * dot(state + int64_t{j} * dk, k(i), dk));
+      for (int64_t p = 0; p < i; ++p) {
+        const float a = beta * std::exp(G[i] - G[p]) * kk[i * C + p];
+        const float* dp = delta + p * dv;
+        for (int32_t j = 0; j < dv; ++j) d[j] -= a * dp[j];
+      }
+    }
+    // Outputs: the incoming state's contribution plus the chunk's own updates.
+    for (int64_t i = 0; i < L; ++i) {
+      float* out = h.out + rc[i] * h.out_stride;
+      const float gi = std::exp(G[i]);
+      for (int32_t j = 0; j < dv; ++j) out[j] = gi * dot(state + int64_t{j} * dk, q(i), dk);
+      for (int64_t p = 0; p <= i; ++p) {
+        const float a = std::exp(G[i] - G[p]) * qk[i * C + p];
+        const float* dp = delta + p * dv;
+        for (int32_t j = 0; j < dv; ++j) out[j] += a * dp[j];
+      }
+      for (int32_t j = 0; j < dv; ++j) out[j] *= shape.scale;
+    }
+    // State at the end of the chunk.
+    const float g_last = G[L - 1];
+    const float total = std::exp(g_last);
+    for (int64_t e = 0; e < int64_t{dk} * dv; ++e) state[e] *= total;
+    for (int64_t p = 0; p < L; ++p) {
+      const float a = std::exp(g_last - G[p]);
+      const float* kp = k(p);
+      const float* dp = delta + p * dv;
+      for (int32_t j = 0; j < dv; ++j) {
+        const float f = a * dp[j];
+        float* s = state + int64_t{j} * dk;
+        for (int32_t c = 0; c < dk; ++c) s[c] += kp[c] * f;
+      }
+    }
+  }
+}
+
+}  // namespace strata::model

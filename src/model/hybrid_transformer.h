@@ -1,0 +1,68 @@
+// The hybrid layer of the Qwen3.5 / Qwen3-Next family: a mixer (Gated DeltaNet on recurrent layers,
+// gated full attention on the others) then an FFN (dense SwiGLU or mixture of experts), each with
+// pre-RMSNorm and a residual add. qwen35, qwen35moe and qwen3next are this layer with other options.
+#pragma once
+
+#include "model/declare.h"
+#include "model/gated_delta_net.h"
+#include "model/moe.h"
+
+namespace strata::model {
+
+struct HybridOptions {
+  bool moe = false;               // routed experts + shared expert, else a dense SwiGLU FFN
+  bool fused_beta_alpha = false;  // qwen3next: ssm_ba (and optionally ssm_in) projections
+  DeltaNetOptions delta_net;
+};
+
+class HybridTransformer final : public Architecture {
+ public:
+  HybridTransformer(std::string_view name, HybridOptions options) : name_(name), options_(options) {}
+
+  std::string_view name() const override { return name_; }
+
+  std::vector<TensorDecl> declare(const HParams& hp) const override {
+    Declarations d(hp);
+    d.embeddings_and_head();
+    for (int il = 0; il < hp.n_layer; ++il) {
+      d.hybrid_norms(il);
+      if (hp.is_recurrent(il)) {
+        d.gated_delta_net(il, options_.fused_beta_alpha);
+      } else {
+        d.gated_attention(il);
+      }
+      if (options_.moe) {
+        d.moe_ffn(il, /*shared=*/true);
+      } else {
+        d.dense_ffn(il);
+      }
+    }
+    return d.take();
+  }
+
+  void forward_layer(const LayerContext& ctx, const LayerWeights& w, int il, float* x) const override {
+    if (ctx.hp.is_recurrent(il)) {
+      gated_delta_net_sublayer(ctx, w, il, x, options_.delta_net);
+    } else {
+      gated_attention_sublayer(ctx, w, il, x);
+    }
+    if (options_.moe) {
+      moe_sublayer(ctx, w.post_attention_norm, w, x);
+    } else {
+      swiglu_sublayer(ctx, w.post_attention_norm, w, x);
+    }
+  }
+
+  bool layer_has_kv(const HParams& hp, int il) const override { return !hp.is_recurrent(il); }
+
+  uint64_t recurrent_state_bytes(const HParams& hp, int il, int32_t n_seq) const override {
+    if (!hp.is_recurrent(il)) return 0;
+    return memory::RecurrentState::bytes_per_layer_seq(recurrent_config(hp, {}, 1)) * static_cast<uint64_t>(n_seq);
+  }
+
+ private:
+  std::string_view name_;
+  HybridOptions options_;
+};
+
+}  // namespace strata::model

@@ -1,0 +1,143 @@
+// RecurrentState: per-layer, per-sequence Gated DeltaNet state and its sequence operations.
+#include "memory/recurrent_state.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace strata::memory {
+namespace {
+
+RecurrentConfig small_config() {
+  RecurrentConfig c;
+  c.n_layer = 4;
+  c.layer_has_state = {1, 0, 1, 0};  // layers 1 and 3 are attention (or owned elsewhere)
+  c.conv_rows = 3;
+  c.conv_channels = 8;
+  c.n_heads = 2;
+  c.head_k_dim = 4;
+  c.head_v_dim = 4;
+  c.n_seq = 3;
+  return c;
+}
+
+size_t conv_floats(const RecurrentConfig& c) { return static_cast<size_t>(c.conv_rows) * c.conv_channels; }
+size_t ssm_floats(const RecurrentConfig& c) { return static_cast<size_t>(c.n_heads) * c.head_k_dim * c.head_v_dim; }
+
+void fill(RecurrentState& s, int seq, float value) {
+  const RecurrentConfig& c = s.config();
+  for (int il = 0; il < c.n_layer; ++il) {
+    if (!s.has_layer(il)) continue;
+    std::fill_n(s.conv(il, seq), conv_floats(c), value);
+    std::fill_n(s.ssm(il, seq), ssm_floats(c), value + 0.5f);
+  }
+}
+
+bool all_equal(const RecurrentState& s, int seq, float conv_value, float ssm_value) {
+  const RecurrentConfig& c = s.config();
+  for (int il = 0; il < c.n_layer; ++il) {
+    if (!s.has_layer(il)) continue;
+    const float* conv = s.conv(il, seq);
+    const float* ssm = s.ssm(il, seq);
+    if (!std::all_of(conv, conv + conv_floats(c), [&](float v) { return v == conv_value; })) return false;
+    if (!std::all_of(ssm, ssm + ssm_floats(c), [&](float v) { return v == ssm_value; })) return false;
+  }
+  return true;
+}
+
+TEST(RecurrentState, keeps_state_only_for_flagged_layers_and_starts_zeroed) {
+  auto s = RecurrentState::create(small_config());
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_TRUE(s->has_layer(0));
+  EXPECT_FALSE(s->has_layer(1));
+  EXPECT_TRUE(s->has_layer(2));
+  EXPECT_FALSE(s->has_layer(7));
+  const size_t per = (3 * 8 + 2 * 4 * 4) * sizeof(float);
+  EXPECT_EQ(RecurrentState::bytes_per_layer_seq(small_config()), per);
+  EXPECT_EQ(s->bytes(), 2 * 3 * per);
+  EXPECT_EQ(RecurrentState::bytes_needed(small_config()), s->bytes());
+  for (int seq = 0; seq < 3; ++seq) EXPECT_TRUE(all_equal(*s, seq, 0.0f, 0.0f));
+}
+
+TEST(RecurrentState, sequences_and_layers_do_not_share_memory) {
+  auto s = RecurrentState::create(small_config());
+  ASSERT_TRUE(s.ok());
+  fill(*s, 1, 3.0f);
+  EXPECT_TRUE(all_equal(*s, 0, 0.0f, 0.0f));
+  EXPECT_TRUE(all_equal(*s, 1, 3.0f, 3.5f));
+  EXPECT_TRUE(all_equal(*s, 2, 0.0f, 0.0f));
+  EXPECT_NE(s->conv(0, 1), s->conv(2, 1));
+}
+
+TEST(RecurrentState, clear_zeroes_the_sequence_and_its_position) {
+  auto s = RecurrentState::create(small_config());
+  ASSERT_TRUE(s.ok());
+  fill(*s, 0, 1.0f);
+  fill(*s, 2, 2.0f);
+  s->set_n_past(0, 7);
+  ASSERT_TRUE(s->clear(0).ok());
+  EXPECT_EQ(s->n_past(0), 0);
+  EXPECT_TRUE(all_equal(*s, 0, 0.0f, 0.0f));
+  EXPECT_TRUE(all_equal(*s, 2, 2.0f, 2.5f));
+  EXPECT_FALSE(s->clear(3).ok());
+  EXPECT_FALSE(s->clear(-1).ok());
+}
+
+TEST(RecurrentState, copy_duplicates_state_and_position) {
+  auto s = RecurrentState::create(small_config());
+  ASSERT_TRUE(s.ok());
+  fill(*s, 0, 4.0f);
+  s->set_n_past(0, 5);
+  ASSERT_TRUE(s->copy(0, 2).ok());
+  EXPECT_EQ(s->n_past(2), 5);
+  EXPECT_TRUE(all_equal(*s, 2, 4.0f, 4.5f));
+  EXPECT_TRUE(s->copy(1, 1).ok());
+  EXPECT_FALSE(s->copy(0, 3).ok());
+}
+
+TEST(RecurrentState, remove_at_or_past_the_end_is_a_no_op) {
+  auto s = RecurrentState::create(small_config());
+  ASSERT_TRUE(s.ok());
+  fill(*s, 1, 6.0f);
+  s->set_n_past(1, 10);
+  EXPECT_TRUE(s->remove_from(1, 10).ok());
+  EXPECT_TRUE(s->remove_from(1, 1000).ok());
+  EXPECT_EQ(s->n_past(1), 10);
+  EXPECT_TRUE(all_equal(*s, 1, 6.0f, 6.5f));
+}
+
+TEST(RecurrentState, remove_from_zero_clears_the_sequence) {
+  auto s = RecurrentState::create(small_config());
+  ASSERT_TRUE(s.ok());
+  fill(*s, 1, 6.0f);
+  s->set_n_past(1, 10);
+  EXPECT_TRUE(s->remove_from(1, 0).ok());
+  EXPECT_EQ(s->n_past(1), 0);
+  EXPECT_TRUE(all_equal(*s, 1, 0.0f, 0.0f));
+}
+
+TEST(RecurrentState, partial_rollback_is_an_error_that_changes_nothing) {
+  auto s = RecurrentState::create(small_config());
+  ASSERT_TRUE(s.ok());
+  fill(*s, 1, 6.0f);
+  s->set_n_past(1, 10);
+  const Status st = s->remove_from(1, 4);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("cannot be rolled back"), std::string::npos) << st.error().message;
+  EXPECT_EQ(s->n_past(1), 10);
+  EXPECT_TRUE(all_equal(*s, 1, 6.0f, 6.5f));
+  EXPECT_FALSE(s->remove_from(1, -1).ok());
+  EXPECT_FALSE(s->remove_from(5, 0).ok());
+}
+
+TEST(RecurrentState, rejects_a_bad_configuration) {
+  RecurrentConfig c = small_config();
+  c.layer_has_state.pop_back();
+  EXPECT_FALSE(RecurrentState::create(c).ok());
+  c = small_config();
+  c.n_seq = 0;
+  EXPECT_FALSE(RecurrentState::create(c).ok());
+}
+
+}  // namespace
+}  // namespace strata::memory
