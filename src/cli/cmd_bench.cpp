@@ -61,7 +61,7 @@ Command add_bench(CLI::App& app) {
         nlohmann::json j = {{"build_commit", "strata"}, {"cpu_info", fmt::format("{}", fmt::join(cpu_features(), " "))},
                             {"backends", "CPU"}, {"model_filename", m.file().path()},
                             {"model_type", m.hparams().arch + " " + type}, {"model_size", model_size},
-                            {"model_n_params", m.n_params()}, {"model_n_params_active", runtime::active_params(m)},
+                            {"model_n_params", m.n_params()}, {"model_n_params_active", m.n_active_params()},
                             {"n_batch", f->model.n_batch}, {"n_ubatch", f->model.n_batch}, {"n_threads", e.n_threads()},
                             {"n_nodes", e.plan().nodes.size()}, {"type_k", "f16"}, {"type_v", "f16"},
                             {"n_prompt", r.n_prompt}, {"n_gen", r.n_gen}, {"test_time", std::time(nullptr)},
@@ -83,7 +83,7 @@ Command add_bench(CLI::App& app) {
     for (const auto& r : results) {
       fmt::print("| {} | {:.2f} MiB | {:.2f} M | {:.2f} M | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n",
                  std::filesystem::path(m.file().path()).filename().string(), model_size / 1048576.0,
-                 m.n_params() / 1e6, runtime::active_params(m) / 1e6, type, e.n_threads(), nodes, r.test, r.avg_ts(),
+                 m.n_params() / 1e6, m.n_active_params() / 1e6, type, e.n_threads(), nodes, r.test, r.avg_ts(),
                  r.stddev_ts());
     }
     if (f->roofline) {

@@ -44,8 +44,8 @@ Command add_plan(CLI::App& app) {
       fmt::print(stderr, "error: {}\n", p.error().message);
       return kind == plan::PlanErrorKind::kStrictPlacement ? 2 : 1;
     }
-    fmt::print("model: {} ({}), {} layers, {} params, context {} x {} seq\n\n", hp.name, hp.arch, hp.n_layer,
-               (*model)->n_params(), request.n_ctx / request.n_seq, request.n_seq);
+    fmt::print("model: {} ({}), {} layers, {} params ({} active per token), context {} x {} seq\n\n", hp.name, hp.arch,
+               hp.n_layer, (*model)->n_params(), (*model)->n_active_params(), request.n_ctx / request.n_seq, request.n_seq);
     fmt::print("{}", plan::render(*p));
     return 0;
   };

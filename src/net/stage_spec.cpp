@@ -57,9 +57,15 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec) {
   p.n_seq = spec.n_seq();
   p.n_ctx_per_seq = spec.n_ctx_per_seq();
   p.n_batch = spec.n_batch();
+  const model::Architecture* arch = model::find_architecture(hp.arch);
+  if (!arch) return make_error("architecture '{}' is not supported by this worker", hp.arch);
   memory::KvConfig kv;
   kv.n_layer = hp.n_layer;
   kv.layer_has_kv = p.owned;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    kv.layer_has_kv[il] = p.owned[il] && arch->layer_has_kv(hp, il);
+    if (p.owned[il]) p.state_bytes += arch->recurrent_state_bytes(hp, il, p.n_seq);
+  }
   kv.n_embd_k = hp.n_embd_k_gqa();
   kv.n_embd_v = hp.n_embd_v_gqa();
   kv.n_seq = p.n_seq;

@@ -27,6 +27,7 @@ struct ParsedStage {
   int32_t n_ctx_per_seq = 0, n_seq = 0, n_batch = 0;
   uint64_t weight_bytes = 0;
   uint64_t kv_bytes = 0;
+  uint64_t state_bytes = 0;  // recurrent state of the owned linear-attention layers
 };
 
 // Validates every field: ids, hash format, metadata, tensor shapes, layer indices, sizes.

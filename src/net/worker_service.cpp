@@ -117,10 +117,11 @@ Status WorkerService::PrepareStage(grpc::ServerContext* ctx, const v1::StageSpec
   }
   reply->set_missing_bytes(missing_bytes);
   const MemoryFacts mem = read_memory_facts();
-  if (session->stage.weight_bytes + session->stage.kv_bytes > mem.available) {
+  const ParsedStage& st = session->stage;
+  if (st.weight_bytes + st.kv_bytes + st.state_bytes > mem.available) {
     return error_status(StatusCode::RESOURCE_EXHAUSTED,
-                        fmt::format("stage needs {} bytes of weights and {} of KV cache, {} available",
-                                    session->stage.weight_bytes, session->stage.kv_bytes, mem.available));
+                        fmt::format("stage needs {} bytes of weights, {} of KV cache and {} of recurrent state; {} available",
+                                    st.weight_bytes, st.kv_bytes, st.state_bytes, mem.available));
   }
   spdlog::info("worker: session {} prepared: {} tensors ({} bytes), {} missing, source: {}", spec->session(),
                session->stage.stage_tensors.size(), session->stage.weight_bytes, reply->missing_size(), reply->source());
@@ -167,8 +168,9 @@ Status WorkerService::LoadStage(grpc::ServerContext* ctx, const v1::StageSpec* s
   reply->set_weight_bytes(session->runner->weight_bytes());
   reply->set_kv_bytes(session->runner->kv_bytes());
   reply->set_source(session->local_path.empty() ? "cache" : "local file " + session->local_path);
-  spdlog::info("worker: session {} loaded: {} bytes of weights from {}, {} bytes of KV cache", spec->session(),
-               session->runner->weight_bytes(), reply->source(), session->runner->kv_bytes());
+  spdlog::info("worker: session {} loaded: {} bytes of weights from {}, {} bytes of KV cache, {} of recurrent state",
+               spec->session(), session->runner->weight_bytes(), reply->source(), session->runner->kv_bytes(),
+               session->runner->state_bytes());
   return Status::OK;
 }
 

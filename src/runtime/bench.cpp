@@ -102,16 +102,6 @@ uint64_t bytes_read_per_token(const model::Model& model) {
   return bytes;
 }
 
-uint64_t active_params(const model::Model& model) {
-  const model::HParams& hp = model.hparams();
-  uint64_t n = 0;
-  for (const auto& t : model.tensors()) {
-    const uint64_t e = static_cast<uint64_t>(t.info->n_elements());
-    n += is_routed_expert(t.decl.name) && hp.n_expert > 0 ? e / hp.n_expert * hp.n_expert_used : e;
-  }
-  return n;
-}
-
 double measure_read_bandwidth(int32_t threads) {
   threads = std::max(1, threads);
   const size_t bytes = size_t{1} << 30;  // far beyond any cache

@@ -28,8 +28,6 @@ Result<BenchResult> bench_generation(Engine& engine, int32_t n_gen, int32_t repe
 // Bytes of weights one decoded token reads: every layer's weights and the output head, only the
 // used share of routed experts, one row of the embeddings.
 uint64_t bytes_read_per_token(const model::Model& model);
-// Parameters one token uses (MoE: only the routed experts it selects).
-uint64_t active_params(const model::Model& model);
 
 // Read bandwidth of this machine with `threads` threads, bytes/s (STREAM-style sum over a buffer far
 // larger than the caches; best of a few runs).

@@ -134,8 +134,9 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan:
       }
     });
   }
-  spdlog::info("loaded {} ({}, {} layers, {} params) on {} node(s), context {} x {} seq, {} threads", hp.name, hp.arch,
-               hp.n_layer, e->model_->n_params(), nodes.size(), local.n_ctx_per_seq, local.n_seq, n_threads);
+  spdlog::info("loaded {} ({}, {} layers, {} params, {} active per token) on {} node(s), context {} x {} seq, {} threads",
+               hp.name, hp.arch, hp.n_layer, e->model_->n_params(), e->model_->n_active_params(), nodes.size(),
+               local.n_ctx_per_seq, local.n_seq, n_threads);
   return e;
 }
 

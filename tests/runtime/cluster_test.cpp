@@ -62,10 +62,15 @@ TEST_F(Cluster, distributed_logits_are_bit_identical_to_single_node_for_every_go
       {"uneven split, this machine first", 3, {1, 3, 2, 1}, {}},
       {"-ot whole-layer pins", 2, {1, 1}, {{"blk\\.0\\.", endpoints[1]}, {"blk\\.1\\.", "local"}}},
       {"worker threads 2", 2, {1, 1}, {}, 2},
+      // With 8 layers + output, layers 0-6 on the first worker and 7 on the second: in the hybrid models the
+      // linear-attention layer 6 and the full-attention layer 7 have different owners.
+      {"uneven -ts 3,1", 2, {3, 1}, {}},
   };
   for (const char* name : {"stories260K", "TinyStories-656K-Q8_0", "llama-dense-f32", "llama-dense-f16",
                            "llama-dense-bf16", "llama-dense-q8_0", "llama-dense-q6_k", "llama-dense-q5_k_m",
-                           "llama-dense-q4_k_m", "llama-dense-q4_0", "llama-dense-iq4_xs", "qwen3-dense-f32"}) {
+                           "llama-dense-q4_k_m", "llama-dense-q4_0", "llama-dense-iq4_xs", "qwen3-dense-f32",
+                           "qwen3moe-f32", "qwen3moe-q4_k_m", "qwen35moe-f32", "qwen35moe-q4_k_m", "qwen35-dense-f32",
+                           "qwen35moe-40L-f16"}) {
     testing::Golden g;
     if (!testing::load_golden(name, g)) continue;
     const std::vector<float> reference = single_node(g.model_path, 1);

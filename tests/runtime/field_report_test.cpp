@@ -41,7 +41,13 @@ std::vector<plan::TensorOverride> field_report_pins(const TestCluster& c) {
   return {{"blk\\.([0-9]|1[0-9]|2[0-4])\\.", ep[0]}, {"blk\\.(2[5-9]|3[0-9])\\.", ep[1]}};
 }
 
-class FieldReport : public ::testing::Test {
+// The 40-layer models: a llama made here, and the qwen35moe with Qwen3.6-35B-A3B's layer pattern
+// (Gated DeltaNet layers with a full-attention layer every fourth) from ../shared.
+std::string model_for(const std::string& name) {
+  return name == "llama-40L" ? forty_layer_model() : testing::shared_file("models/synth/qwen35moe-40L-f16.gguf");
+}
+
+class FieldReport : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() { cluster_ = new TestCluster(2, 1, "field"); }
   static void TearDownTestSuite() { delete cluster_; }
@@ -49,9 +55,10 @@ class FieldReport : public ::testing::Test {
 };
 TestCluster* FieldReport::cluster_ = nullptr;
 
-TEST_F(FieldReport, ot_decides_layers_21_to_24_against_ts_1_1_and_output_matches_single_node) {
+TEST_P(FieldReport, ot_decides_layers_21_to_24_against_ts_1_1_and_output_matches_single_node) {
   ASSERT_TRUE(cluster_->ok()) << cluster_->error();
-  const std::string model = forty_layer_model();
+  const std::string model = model_for(GetParam());
+  if (model.empty()) return;
   runtime::EngineOptions single;
   single.model_path = model;
   single.n_ctx = 256;
@@ -78,9 +85,11 @@ TEST_F(FieldReport, ot_decides_layers_21_to_24_against_ts_1_1_and_output_matches
   }
 }
 
-TEST_F(FieldReport, strict_placement_refuses_at_startup_with_the_layers_named) {
+TEST_P(FieldReport, strict_placement_refuses_at_startup_with_the_layers_named) {
   ASSERT_TRUE(cluster_->ok()) << cluster_->error();
-  runtime::EngineOptions o = testing::cluster_options(forty_layer_model(), *cluster_);
+  const std::string model = model_for(GetParam());
+  if (model.empty()) return;
+  runtime::EngineOptions o = testing::cluster_options(model, *cluster_);
   o.cluster.tensor_split = {1, 1};
   o.cluster.overrides = field_report_pins(*cluster_);
   o.cluster.strict_placement = true;
@@ -91,11 +100,13 @@ TEST_F(FieldReport, strict_placement_refuses_at_startup_with_the_layers_named) {
   EXPECT_NE(e.error().message.find("layers 21-24"), std::string::npos) << e.error().message;
 }
 
-TEST_F(FieldReport, cli_exits_with_status_2_under_strict_placement_and_runs_without_it) {
+TEST_P(FieldReport, cli_exits_with_status_2_under_strict_placement_and_runs_without_it) {
   ASSERT_TRUE(cluster_->ok()) << cluster_->error();
+  const std::string model = model_for(GetParam());
+  if (model.empty()) return;
   const auto ep = cluster_->endpoints();
   const std::string base = testing::shell_quote(testing::strata_binary()) + " run -m " +
-                           testing::shell_quote(forty_layer_model()) + " -p 'Once upon a time' -n 8 --temp 0 -c 256" +
+                           testing::shell_quote(model) + " -p 'Once upon a time' -n 8 --temp 0 -c 256" +
                            " --rpc " + ep[0] + "," + ep[1] + " --token-file " +
                            testing::shell_quote(cluster_->token_file()) + " -ts 1,1 -ot 'blk\\.([0-9]|1[0-9]|2[0-4])\\.=" +
                            ep[0] + ",blk\\.(2[5-9]|3[0-9])\\.=" + ep[1] + "'";
@@ -106,6 +117,10 @@ TEST_F(FieldReport, cli_exits_with_status_2_under_strict_placement_and_runs_with
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("-ot decides layers 21-24"), std::string::npos) << r.err;
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, FieldReport, ::testing::Values("llama-40L", "qwen35moe-40L-f16"),
+                         [](const auto& info) { return info.param == "llama-40L" ? std::string("llama_40L")
+                                                                                  : std::string("qwen35moe_40L_f16"); });
 
 }  // namespace
 }  // namespace strata
