@@ -207,6 +207,9 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   httplib::Server http;
   http.new_task_queue = [n = options.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
   http.set_payload_max_length(16 << 20);
+  // Clients keep connections open between requests; closing one after a few requests races with the
+  // client's next send.
+  http.set_keep_alive_max_count(100000);
   http.set_read_timeout(60, 0);
   http.set_write_timeout(60, 0);
 

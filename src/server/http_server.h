@@ -13,7 +13,7 @@ struct ServerOptions {
   std::string api_key;       // empty: no authentication
   std::string model_alias;   // the model id clients use (default: the file name)
   bool warmup = true;
-  int32_t http_threads = 8;
+  int32_t http_threads = 32;  // each open client connection holds one
   std::string ready_file;    // written with "host:port" once ready (tests, scripts)
 };
 

@@ -128,6 +128,8 @@ TEST(Server, concurrent_load_gives_the_outputs_of_requests_run_alone) {
     alone.push_back(r["choices"][0]["text"].get<std::string>());
   }
   std::atomic<int> next{0}, ok{0}, mismatched{0};
+  std::mutex failures_mu;
+  std::vector<std::string> failures;
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> clients;
   for (int t = 0; t < 16; ++t) {
@@ -136,7 +138,11 @@ TEST(Server, concurrent_load_gives_the_outputs_of_requests_run_alone) {
       for (int i; (i = next++) < 200;) {
         int status = 0;
         const json r = json::parse(post(c, "/v1/completions", body(prompts[i % prompts.size()]), &status), nullptr, false);
-        if (status != 200) continue;
+        if (status != 200) {
+          std::lock_guard lock(failures_mu);
+          failures.push_back(std::to_string(status) + ": " + r.dump());
+          continue;
+        }
         ++ok;
         if (r["choices"][0]["text"] != alone[i % prompts.size()]) ++mismatched;
       }
@@ -144,7 +150,7 @@ TEST(Server, concurrent_load_gives_the_outputs_of_requests_run_alone) {
   }
   for (auto& t : clients) t.join();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(ok.load(), 200);
+  EXPECT_EQ(ok.load(), 200) << (failures.empty() ? "" : failures[0]);
   EXPECT_EQ(mismatched.load(), 0);
   std::printf("[ load     ] 200 requests, 16 clients, -np 4: %.2f s, %.1f requests/s\n", seconds, 200 / seconds);
 }
