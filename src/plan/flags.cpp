@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+// GCC 12 reports a false -Wmaybe-uninitialized inside <regex>'s std::function states at -O2 (GCC bug
+// 105562); the warning is about the library's code, not this file's.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <regex>
 #include <set>
 

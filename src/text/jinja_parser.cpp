@@ -386,13 +386,14 @@ class Parser {
     return expr;
   }
 
-  Result<ExprPtr> parse_or() {
-    STRATA_ASSIGN(auto left, parse_and());
+  // A left-associative chain `operand (keyword operand)*` of one keyword operator (or, and).
+  Result<ExprPtr> parse_keyword_chain(std::string_view keyword, ExprKind kind, Result<ExprPtr> (Parser::*operand)()) {
+    STRATA_ASSIGN(auto left, (this->*operand)());
     ChainGuard chain{depth_};
-    while (at_name("or")) {
+    while (at_name(keyword)) {
       STRATA_TRY(deepen(chain));
-      auto e = make_expr(ExprKind::Or, next());
-      STRATA_ASSIGN(auto right, parse_and());
+      auto e = make_expr(kind, next());
+      STRATA_ASSIGN(auto right, (this->*operand)());
       e->args.push_back(std::move(left));
       e->args.push_back(std::move(right));
       left = std::move(e);
@@ -400,19 +401,8 @@ class Parser {
     return left;
   }
 
-  Result<ExprPtr> parse_and() {
-    STRATA_ASSIGN(auto left, parse_not());
-    ChainGuard chain{depth_};
-    while (at_name("and")) {
-      STRATA_TRY(deepen(chain));
-      auto e = make_expr(ExprKind::And, next());
-      STRATA_ASSIGN(auto right, parse_not());
-      e->args.push_back(std::move(left));
-      e->args.push_back(std::move(right));
-      left = std::move(e);
-    }
-    return left;
-  }
+  Result<ExprPtr> parse_or() { return parse_keyword_chain("or", ExprKind::Or, &Parser::parse_and); }
+  Result<ExprPtr> parse_and() { return parse_keyword_chain("and", ExprKind::And, &Parser::parse_not); }
 
   Result<ExprPtr> parse_not() {
     if (at_name("not")) {
