@@ -180,9 +180,37 @@ Status validate(const SynthSpec& s) {
   return {};
 }
 
+Result<SynthSpec> synth_preset(const std::string& name) {
+  SynthSpec s;
+  if (name == "llama-1b") {
+    s.arch = "llama";
+    s.n_layer = 16, s.n_embd = 2048, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 8192;
+    s.n_ctx = 131072, s.rope_base = 500000.0f, s.n_vocab = 128256, s.tied_output = true;
+  } else if (name == "qwen35moe-a3b") {
+    s.arch = "qwen35moe";
+    s.n_layer = 40, s.n_embd = 2048, s.n_head = 16, s.n_head_kv = 2, s.head_dim = 256, s.n_rot = 64;
+    s.n_ff = 512, s.n_expert = 256, s.n_expert_used = 8, s.n_ff_expert = 512, s.n_ff_shared_expert = 512;
+    s.ssm_conv_kernel = 4, s.ssm_state = 128, s.ssm_k_heads = 16, s.ssm_v_heads = 32;
+    s.full_attention_interval = 4, s.n_ctx = 262144, s.rope_base = 10000000.0f, s.rms_eps = 1e-6f, s.n_vocab = 248320;
+  } else {
+    return make_error("synth: unknown preset '{}' (llama-1b, qwen35moe-a3b)", name);
+  }
+  return s;
+}
+
 Status write_synth_model(const SynthSpec& s, const std::string& path, const std::function<void(size_t, size_t)>& on_tensor) {
   STRATA_TRY(validate(s));
-  const text::VocabTables vocab = text::builtin_vocab();
+  text::VocabTables vocab = text::builtin_vocab();
+  if (s.n_vocab > 0 && s.n_vocab < static_cast<int32_t>(vocab.tokens.size())) {
+    return make_error("synth: --vocab {} is smaller than the built-in vocabulary ({} tokens)", s.n_vocab, vocab.tokens.size());
+  }
+  // Real vocabulary sizes matter for speed (the output head); the extra tokens are never produced by
+  // the tokenizer.
+  while (static_cast<int32_t>(vocab.tokens.size()) < s.n_vocab) {
+    vocab.tokens.push_back(fmt::format("[PAD{}]", vocab.tokens.size()));
+    vocab.scores.push_back(0.0f);
+    vocab.types.push_back(static_cast<int32_t>(text::TokenType::Unused));
+  }
   const ArchTraits& traits = *find_arch_traits(s.arch);
   const HParams hp = synth_hparams(s, traits, static_cast<int32_t>(vocab.tokens.size()));
 
@@ -200,7 +228,9 @@ Status write_synth_model(const SynthSpec& s, const std::string& path, const std:
   const Architecture* arch = find_architecture(s.arch);
   std::vector<TensorDecl> decls = arch->declare(hp);
   // Optional tensors are left out (untied head included, as most real models have one).
-  std::erase_if(decls, [](const TensorDecl& d) { return !d.required && d.name != "output.weight"; });
+  std::erase_if(decls, [&](const TensorDecl& d) {
+    return !d.required && (d.name != "output.weight" || s.tied_output);
+  });
   for (size_t i = 0; i < decls.size(); ++i) {
     const TensorDecl& d = decls[i];
     // Vectors (norms, conv taps, ...) and the routers stay F32, as llama-quantize leaves them.

@@ -24,6 +24,8 @@ struct SynthSpec {
   float rms_eps = 1e-5f;
   uint64_t seed = 42;
   DType type = DType::F32;  // matrices; norms stay F32
+  int32_t n_vocab = 0;       // 0: the built-in vocabulary's size; larger: padded with unused tokens
+  bool tied_output = false;  // no output.weight: the head reuses token_embd
 
   // Mixture of experts (architectures with routed experts only).
   int32_t n_expert = 8;
@@ -38,6 +40,13 @@ struct SynthSpec {
   int32_t ssm_v_heads = 4;         // ssm.time_step_rank
   int32_t full_attention_interval = 4;
 };
+
+// Real model shapes, for benchmarks: "llama-1b" (Llama-3.2-1B: n_embd 2048, 16 layers, 32/8 heads, n_ff 8192,
+// vocab 128256, tied output) and "qwen35moe-a3b" (Qwen3.6-35B-A3B's layer shape: n_embd 2048, 40 layers,
+// full attention every 4th with 16/2 heads of dim 256, Gated DeltaNet with 16 k-heads and 32 v-heads of
+// dim 128, conv 4, experts of ff 512 with 8 used plus a shared expert of ff 512, vocab 248320; the
+// expert count is left to the caller so the total fits a small machine while the active size stays real).
+Result<SynthSpec> synth_preset(const std::string& name);
 
 // Checks the spec (positive sizes, heads divide, supported arch and type); the error names the field.
 Status validate(const SynthSpec& spec);
