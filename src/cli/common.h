@@ -61,5 +61,6 @@ Command add_worker(CLI::App& app);
 Command add_plan(CLI::App& app);
 Command add_serve(CLI::App& app);
 Command add_bench(CLI::App& app);
+Command add_quantize(CLI::App& app);
 
 }  // namespace strata::cli

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
 
   using namespace strata::cli;
   std::vector<std::pair<CLI::App*, Command>> commands;
-  for (auto add : {add_run, add_serve, add_eval, add_perplexity, add_bench, add_plan, add_worker, add_info, add_tokenize, add_synth}) {
+  for (auto add : {add_run, add_serve, add_eval, add_perplexity, add_bench, add_plan, add_worker, add_info, add_tokenize, add_synth, add_quantize}) {
     const size_t before = app.get_subcommands({}).size();
     Command run = add(app);
     commands.emplace_back(app.get_subcommands({})[before], std::move(run));
