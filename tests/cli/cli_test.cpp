@@ -101,6 +101,19 @@ TEST(Cli, synth_writes_a_model_that_runs) {
   std::filesystem::remove(path2);
 }
 
+TEST(Cli, quantize_writes_a_file_llama_cpp_would_write_and_refuses_bad_types) {
+  STRATA_SHARED_FILE(f32, "models/synth/llama-dense-f32.gguf");
+  STRATA_SHARED_FILE(reference, "models/synth/llama-dense-q8_0.gguf");
+  const auto out = std::filesystem::temp_directory_path() / "strata_cli_quantize_q8_0.gguf";
+  auto r = run_command(strata() + " quantize " + shell_quote(f32) + " " + shell_quote(out.string()) + " Q8_0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::read_text_file(out), testing::read_text_file(reference)) << "differs from llama-quantize's file";
+  r = run_command(strata() + " quantize " + shell_quote(f32) + " " + shell_quote(out.string()) + " Q9_9");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_FALSE(r.err.empty());
+  std::filesystem::remove(out);
+}
+
 TEST(Cli, bad_flags_and_missing_files_give_an_error_and_nonzero_status) {
   for (const std::string args : {"run -m /nonexistent.gguf -p hi", "run", "frobnicate",
                                  "synth --layers 0 -o /tmp/x.gguf", "run -m /dev/null -p hi -n -5"}) {
