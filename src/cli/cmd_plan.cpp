@@ -25,19 +25,11 @@ Command add_plan(CLI::App& app) {
     for (const std::string& endpoint : options->cluster.workers) {
       auto link = net::RemoteNode::connect(endpoint, options->cluster.security, options->cluster.timeout_ms);
       if (!link.ok()) return fail(link.error());
-      auto facts = (*link)->hello();
-      if (!facts.ok()) return fail(facts.error());
-      nodes.push_back(plan::worker_node(endpoint, facts->memory_available,
-                                        f->cluster.worker_threads > 0 ? f->cluster.worker_threads : facts->threads));
+      auto node = runtime::worker_node(**link, options->cluster);
+      if (!node.ok()) return fail(node.error());
+      nodes.push_back(std::move(*node));
     }
-    plan::Request request;
-    request.n_ctx = f->n_ctx > 0 ? f->n_ctx : std::min<int32_t>(4096, hp.n_ctx_train);
-    request.n_seq = f->n_seq;
-    request.n_batch = f->n_batch;
-    request.tensor_split = options->cluster.tensor_split;
-    request.n_gpu_layers = options->cluster.n_gpu_layers;
-    request.overrides = options->cluster.overrides;
-    request.strict_placement = options->cluster.strict_placement;
+    const plan::Request request = runtime::plan_request(*options, hp);
     plan::PlanErrorKind kind = plan::PlanErrorKind::kNone;
     auto p = plan::make_plan(**model, nodes, request, &kind);
     if (!p.ok()) {

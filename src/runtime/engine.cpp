@@ -26,6 +26,27 @@ void log_block(const std::string& text) {
 
 }  // namespace
 
+plan::Request plan_request(const EngineOptions& options, const model::HParams& hp) {
+  plan::Request request;
+  request.n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int32_t>(4096, hp.n_ctx_train);
+  request.n_seq = options.n_seq;
+  request.n_batch = options.n_batch;
+  request.tensor_split = options.cluster.tensor_split;
+  request.n_gpu_layers = options.cluster.n_gpu_layers;
+  request.overrides = options.cluster.overrides;
+  request.strict_placement = options.cluster.strict_placement;
+  return request;
+}
+
+Result<plan::Node> worker_node(net::RemoteNode& link, const ClusterOptions& cluster) {
+  STRATA_ASSIGN(net::NodeFacts facts, link.hello());
+  plan::Node n = plan::worker_node(link.endpoint(), facts.memory_available,
+                                   cluster.worker_threads > 0 ? cluster.worker_threads : facts.threads);
+  spdlog::info("worker {}: {} threads, {} MiB usable{}", n.endpoint, n.threads, n.memory_limit >> 20,
+               facts.cgroup_limited ? " (cgroup limit)" : "");
+  return n;
+}
+
 Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan::PlanErrorKind* plan_error) {
   auto e = std::unique_ptr<Engine>(new Engine());
   e->options_ = options;
@@ -39,7 +60,9 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan:
   if (options.n_seq < 1 || options.n_seq > 256) return make_error("number of sequences {} out of range 1..256", options.n_seq);
   if (options.n_batch < 1 || options.n_batch > (1 << 16)) return make_error("batch size {} out of range", options.n_batch);
   if (options.n_ctx < 0) return make_error("context size {} is negative", options.n_ctx);
-  const int32_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int32_t>(4096, hp.n_ctx_train);
+  e->request_ = plan_request(options, hp);
+  const plan::Request& request = e->request_;
+  const int32_t n_ctx = request.n_ctx;
   if (n_ctx < options.n_seq) return make_error("context {} is smaller than the number of sequences {}", n_ctx, options.n_seq);
   if (n_ctx > hp.n_ctx_train) spdlog::warn("context {} exceeds the model's training context {}", n_ctx, hp.n_ctx_train);
   const int32_t n_threads = options.n_threads > 0 ? options.n_threads : hardware_threads();
@@ -50,26 +73,11 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan:
     Remote r;
     r.node = static_cast<int32_t>(nodes.size());
     STRATA_ASSIGN(r.link, net::RemoteNode::connect(endpoint, options.cluster.security, options.cluster.timeout_ms));
-    STRATA_ASSIGN(net::NodeFacts facts, r.link->hello());
-    plan::Node n;
-    n.name = endpoint;
-    n.endpoint = endpoint;
-    n.memory_limit = facts.memory_available;
-    n.threads = options.cluster.worker_threads > 0 ? options.cluster.worker_threads : facts.threads;
-    spdlog::info("worker {}: {} threads, {} MiB usable{}", endpoint, n.threads, n.memory_limit >> 20,
-                 facts.cgroup_limited ? " (cgroup limit)" : "");
-    nodes.push_back(n);
+    STRATA_ASSIGN(plan::Node n, worker_node(*r.link, options.cluster));
+    nodes.push_back(std::move(n));
     e->remotes_.push_back(std::move(r));
   }
 
-  plan::Request& request = e->request_;
-  request.n_ctx = n_ctx;
-  request.n_seq = options.n_seq;
-  request.n_batch = options.n_batch;
-  request.tensor_split = options.cluster.tensor_split;
-  request.n_gpu_layers = options.cluster.n_gpu_layers;
-  request.overrides = options.cluster.overrides;
-  request.strict_placement = options.cluster.strict_placement;
   STRATA_ASSIGN(e->plan_, plan::make_plan(*e->model_, nodes, request, plan_error));
   if (nodes.size() > 1) {
     log_block(plan::render(e->plan_));  // the table, transfers, decisions and warnings
@@ -79,7 +87,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan:
 
   model::StageConfig local;
   local.owned = e->plan_.owned_by(0);
-  local.input = true;
+  local.input = e->plan_.input_node == 0;
   local.output = e->plan_.output_node == 0;
   local.n_seq = options.n_seq;
   local.n_ctx_per_seq = n_ctx / options.n_seq;

@@ -37,6 +37,11 @@ struct EngineOptions {
   ClusterOptions cluster;
 };
 
+// What the planner is asked for these options (the default context resolved against the model).
+plan::Request plan_request(const EngineOptions& options, const model::HParams& hp);
+// A worker as a planner node, from the facts it reports.
+Result<plan::Node> worker_node(net::RemoteNode& link, const ClusterOptions& cluster);
+
 // Per-node load outcome, for logs and tests.
 struct NodeLoad {
   std::string node;
