@@ -19,7 +19,7 @@ constexpr int kSpinRounds = 1 << 12;
 constexpr int kYieldRounds = 64;
 
 template <typename T, typename Pred>
-void spin_then_wait(std::atomic<T>& var, T seen, Pred done) {
+void spin_then_wait(std::atomic<T>& var, Pred done) {
   for (int i = 0; i < kSpinRounds; ++i) {
     if (done()) return;
     STRATA_CPU_RELAX();
@@ -28,7 +28,9 @@ void spin_then_wait(std::atomic<T>& var, T seen, Pred done) {
     if (done()) return;
     std::this_thread::yield();
   }
-  while (!done()) var.wait(seen, std::memory_order_acquire), seen = var.load(std::memory_order_acquire);
+  for (T seen = var.load(std::memory_order_acquire); !done(); seen = var.load(std::memory_order_acquire)) {
+    var.wait(seen, std::memory_order_acquire);
+  }
 }
 
 }  // namespace
@@ -40,20 +42,47 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
 
 ThreadPool::~ThreadPool() {
   stop_.store(true, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.fetch_add(2, std::memory_order_acq_rel);
   generation_.notify_all();
   for (auto& t : workers_) t.join();
+}
+
+bool ThreadPool::try_enter(uint32_t generation) {
+  uint64_t r = region_.load(std::memory_order_acquire);
+  while ((r >> 32) == generation && !(r & kClosed)) {
+    if (region_.compare_exchange_weak(r, r + 1, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+  }
+  return false;  // closed (or already a later region): the caller did all the work
 }
 
 void ThreadPool::worker_loop(int index) {
   uint32_t seen = 0;
   for (;;) {
-    spin_then_wait(generation_, seen, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+    spin_then_wait(generation_, [&] { return generation_.load(std::memory_order_acquire) != seen; });
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load(std::memory_order_acquire)) return;
-    (*job_)(index, n_threads_);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    if (!(seen & kOptional)) {
+      // The caller waits for every worker, so job_ stays this generation's until we report.
+      (*job_)(index, n_threads_);
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    } else if (try_enter(seen)) {
+      (*job_)(index, n_threads_);
+      const uint64_t before = region_.fetch_sub(1, std::memory_order_acq_rel);
+      if ((before & kClosed) && (before & kInsideMask) == 1) region_.notify_one();
+    }
   }
+}
+
+void ThreadPool::publish(const std::function<void(int, int)>& fn, bool optional) {
+  job_ = &fn;
+  const uint32_t next = ((generation_.load(std::memory_order_relaxed) >> 1) + 1) << 1 | (optional ? kOptional : 0);
+  if (optional) {
+    region_.store(uint64_t{next} << 32, std::memory_order_release);
+  } else {
+    pending_.store(n_threads_ - 1, std::memory_order_release);
+  }
+  generation_.store(next, std::memory_order_release);
+  generation_.notify_all();
 }
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
@@ -61,13 +90,9 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     fn(0, 1);
     return;
   }
-  job_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  publish(fn, false);
   fn(0, n_threads_);
-  int left = pending_.load(std::memory_order_acquire);
-  spin_then_wait(pending_, left, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  spin_then_wait(pending_, [&] { return pending_.load(std::memory_order_acquire) == 0; });
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
@@ -78,13 +103,18 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     return;
   }
   std::atomic<int64_t> next{0};
-  run([&](int, int) {
+  const std::function<void(int, int)> take_chunks = [&](int, int) {
     for (;;) {
       const int64_t begin = next.fetch_add(grain, std::memory_order_relaxed);
       if (begin >= n) break;
       fn(begin, std::min(n, begin + grain));
     }
-  });
+  };
+  publish(take_chunks, true);
+  take_chunks(0, n_threads_);
+  // Every chunk is taken; wait only for workers that entered (they may still be computing theirs).
+  region_.fetch_or(kClosed, std::memory_order_acq_rel);
+  spin_then_wait(region_, [&] { return (region_.load(std::memory_order_acquire) & kInsideMask) == 0; });
 }
 
 }  // namespace strata::tensor

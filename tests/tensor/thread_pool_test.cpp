@@ -37,6 +37,26 @@ TEST(ThreadPool, parallel_for_covers_the_range_exactly_once) {
   }
 }
 
+// parallel_for leaves late workers out and run() waits for all: interleaving the two many times
+// must still run each run() index once and each parallel_for item once.
+TEST(ThreadPool, run_and_parallel_for_interleaved) {
+  for (int n : {2, 3}) {
+    ThreadPool pool(n);
+    for (int round = 0; round < 2000; ++round) {
+      std::vector<std::atomic<int>> hits(37);
+      pool.parallel_for(37, 1 + round % 5, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[i]++;
+      });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+      if (round % 3 == 0) {
+        std::vector<std::atomic<int>> seen(n);
+        pool.run([&](int i, int) { seen[i]++; });
+        for (auto& s : seen) ASSERT_EQ(s.load(), 1);
+      }
+    }
+  }
+}
+
 // Random blocks whose fp16 scales are small and finite (offsets of d/dmin per format).
 std::vector<uint8_t> random_weights(DType type, int64_t rows, int64_t cols, std::mt19937& rng) {
   std::vector<uint8_t> data(row_bytes(type, cols) * rows);
