@@ -6,6 +6,7 @@
 #include <set>
 
 #include "base/system.h"
+#include "net/candidates.h"
 #include "net/model_identity.h"
 #include "net/stage_spec.h"
 
@@ -197,7 +198,13 @@ Status WorkerService::Forward(grpc::ServerContext* ctx, const v1::ForwardRequest
       if (req->next_size() > 0) return error_status(StatusCode::INVALID_ARGUMENT, "the output hop must be the last");
       if (!runner.config().output) return error_status(StatusCode::INVALID_ARGUMENT, "this stage has no output head");
       const std::vector<float> logits = runner.logits(*batch, hidden.data());
-      reply->set_logits(logits.data(), logits.size() * sizeof(float));
+      if (req->top_k() > 0) {
+        const int32_t n_vocab = runner.model().hparams().n_vocab;
+        reply->set_candidates(pack_candidates(logits.data(), static_cast<int64_t>(logits.size()) / n_vocab, n_vocab,
+                                              req->top_k()));
+      } else {
+        reply->set_logits(logits.data(), logits.size() * sizeof(float));
+      }
       return Status::OK;
     }
   }
@@ -215,6 +222,7 @@ Status WorkerService::Forward(grpc::ServerContext* ctx, const v1::ForwardRequest
   *onward.mutable_pos() = req->pos();
   *onward.mutable_seq() = req->seq();
   onward.set_want_logits(req->want_logits());
+  onward.set_top_k(req->top_k());
   onward.set_hidden(hidden.data(), hidden.size() * sizeof(float));
   auto call = [&](bool wait_for_ready) {
     auto client = grpc::ClientContext::FromServerContext(*ctx);

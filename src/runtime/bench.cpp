@@ -70,6 +70,8 @@ Result<BenchResult> bench_generation(Engine& engine, int32_t n_gen, int32_t repe
   }
   BenchResult r{"tg" + std::to_string(n_gen), 0, n_gen, {}};
   const std::vector<text::Token> tokens = random_tokens(engine, n_gen, 2);
+  // Each token's logits reach the coordinator as `strata run` needs them with default sampling.
+  const int32_t top_k = sampling::candidates_needed(sampling::Params{}, engine.n_vocab());
   model::Batch batch;
   for (int32_t i = -1; i < repetitions; ++i) {
     STRATA_TRY(engine.clear_seq(0));
@@ -77,7 +79,7 @@ Result<BenchResult> bench_generation(Engine& engine, int32_t n_gen, int32_t repe
     for (int32_t t = 0; t < n_gen; ++t) {
       batch.clear();
       batch.add(tokens[t], t, 0, true);
-      STRATA_TRY(engine.decode(batch));
+      STRATA_TRY(engine.decode(batch, top_k));
     }
     const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
     if (i >= 0) r.samples_ns.push_back(ns);

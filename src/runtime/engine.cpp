@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "base/system.h"
+#include "net/candidates.h"
 #include "net/model_identity.h"
 #include "net/stage_spec.h"
 
@@ -201,12 +202,12 @@ Status Engine::recover() {
   return {};
 }
 
-Result<std::vector<float>> Engine::decode(const model::Batch& batch) {
+Result<std::vector<float>> Engine::decode(const model::Batch& batch, int32_t top_k) {
   std::lock_guard lock(mu_);
   if (broken_) STRATA_TRY(recover());
   STRATA_TRY(local_->validate(batch, true));
   local_->embed(batch, hidden_);
-  auto logits = run_hops(batch, hidden_);
+  auto logits = run_hops(batch, hidden_, top_k);
   if (!logits.ok()) {
     if (!remotes_.empty()) broken_ = true;
     return logits;
@@ -215,7 +216,7 @@ Result<std::vector<float>> Engine::decode(const model::Batch& batch) {
   return logits;
 }
 
-Result<std::vector<float>> Engine::run_hops(const model::Batch& batch, std::vector<float>& hidden) {
+Result<std::vector<float>> Engine::run_hops(const model::Batch& batch, std::vector<float>& hidden, int32_t top_k) {
   const size_t row_bytes = static_cast<size_t>(hparams().n_embd) * sizeof(float);
   std::vector<uint8_t> ran(plan_.nodes.size(), 0);  // nodes that already ran a hop of this batch
   for (size_t i = 0; i < hops_.size();) {
@@ -246,9 +247,15 @@ Result<std::vector<float>> Engine::run_hops(const model::Batch& batch, std::vect
     }
     req.set_want_logits(std::string(batch.logits.begin(), batch.logits.end()));
     req.set_hidden(hidden.data(), hidden.size() * sizeof(float));
+    if (top_k > 0) req.set_top_k(static_cast<uint32_t>(top_k));
     STRATA_ASSIGN(v1::ForwardReply reply, remote_for(h.node)->link->forward(req));
     if (hops_[j - 1].output) {
       const int64_t n_out = std::count(batch.logits.begin(), batch.logits.end(), 1);
+      if (top_k > 0) {
+        auto rows = net::unpack_candidates(reply.candidates(), n_out, n_vocab(), static_cast<uint32_t>(top_k));
+        if (!rows.ok()) return make_error("worker {}: {}", plan_.nodes[hops_[j - 1].node].name, rows.error().message);
+        return rows;
+      }
       if (reply.logits().size() != static_cast<size_t>(n_out) * n_vocab() * sizeof(float)) {
         return make_error("worker {}: logits of {} bytes, expected {} rows", plan_.nodes[hops_[j - 1].node].name,
                           reply.logits().size(), n_out);

@@ -69,7 +69,9 @@ class Engine {
   // Runs one batch through every stage. Returns the logits (n_vocab floats per row) of the rows
   // flagged in batch.logits, in batch order. A worker failure is an error naming the worker; the
   // next call reconnects (reloading the worker if it restarted) and starts from empty sequences.
-  Result<std::vector<float>> decode(const model::Batch& batch);
+  // top_k > 0: the caller samples only among each row's k best logits (sampling::candidates_needed);
+  // a remote output stage then sends just those and the other entries come back as -inf.
+  Result<std::vector<float>> decode(const model::Batch& batch, int32_t top_k = 0);
 
   int32_t n_past(int32_t seq) const { return local_->n_past(seq); }
 
@@ -99,7 +101,7 @@ class Engine {
   Status load_remote(Remote& r);
   Status recover();
   Status for_each_remote_seq_op(v1::SeqOpRequest::Op op, int32_t seq, int32_t p0, int32_t dst);
-  Result<std::vector<float>> run_hops(const model::Batch& batch, std::vector<float>& hidden);
+  Result<std::vector<float>> run_hops(const model::Batch& batch, std::vector<float>& hidden, int32_t top_k);
   Remote* remote_for(int32_t node);
 
   EngineOptions options_;

@@ -12,7 +12,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 Result<std::vector<float>> evaluate_prompt(Engine& engine, int32_t seq, const std::vector<text::Token>& tokens,
-                                           bool all_logits) {
+                                           bool all_logits, int32_t top_k) {
   if (tokens.empty()) return make_error("the prompt is empty");
   if (static_cast<int64_t>(tokens.size()) > engine.n_ctx_per_seq()) {
     return make_error("the prompt has {} tokens but the context holds {}", tokens.size(), engine.n_ctx_per_seq());
@@ -27,7 +27,7 @@ Result<std::vector<float>> evaluate_prompt(Engine& engine, int32_t seq, const st
     for (int64_t i = start; i < end; ++i) {
       batch.add(tokens[i], static_cast<int32_t>(i), seq, all_logits || i == n - 1);
     }
-    STRATA_ASSIGN(std::vector<float> part, engine.decode(batch));
+    STRATA_ASSIGN(std::vector<float> part, engine.decode(batch, all_logits ? 0 : top_k));
     logits.insert(logits.end(), part.begin(), part.end());
   }
   return logits;
@@ -38,7 +38,9 @@ Result<GenerationStats> generate(Engine& engine, const GenerationRequest& reques
   GenerationStats stats;
   stats.n_prompt = static_cast<int32_t>(request.prompt.size());
   auto start = std::chrono::steady_clock::now();
-  STRATA_ASSIGN(std::vector<float> logits, evaluate_prompt(engine, request.seq, request.prompt, false));
+  // Only the candidates the sampler can keep cross the network (all of them when penalties are on).
+  const int32_t top_k = sampling::candidates_needed(sampler.params(), engine.n_vocab());
+  STRATA_ASSIGN(std::vector<float> logits, evaluate_prompt(engine, request.seq, request.prompt, false, top_k));
   stats.prompt_seconds = seconds_since(start);
   for (text::Token t : request.prompt) sampler.accept(t);
 
@@ -59,7 +61,7 @@ Result<GenerationStats> generate(Engine& engine, const GenerationRequest& reques
     if (!more || pos >= engine.n_ctx_per_seq()) break;
     batch.clear();
     batch.add(token, pos++, request.seq, true);
-    STRATA_ASSIGN(logits, engine.decode(batch));
+    STRATA_ASSIGN(logits, engine.decode(batch, top_k));
   }
   const std::string rest = stream.flush();
   if (!rest.empty()) on_token(-1, rest);

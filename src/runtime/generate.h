@@ -37,8 +37,9 @@ Result<GenerationStats> generate(Engine& engine, const GenerationRequest& reques
                                  const TokenCallback& on_token);
 
 // Evaluates tokens on a cleared sequence in batches of the engine's batch size. Returns the logits of
-// every position when all_logits, else of the last position only.
+// every position when all_logits, else of the last position only (only its top_k best when
+// top_k > 0, see Engine::decode).
 Result<std::vector<float>> evaluate_prompt(Engine& engine, int32_t seq, const std::vector<text::Token>& tokens,
-                                           bool all_logits);
+                                           bool all_logits, int32_t top_k = 0);
 
 }  // namespace strata::runtime

@@ -285,6 +285,21 @@ int32_t Sampler::sample(std::span<const float> in) {
   return c[draw(c, rng_)].id;
 }
 
+int32_t candidates_needed(const Params& p, int32_t n_vocab) {
+  const bool penalties = p.penalty_last_n != 0 &&
+                         (p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f);
+  if (penalties) return 0;  // they change logits outside any top-k
+  if (p.temp <= 0.0f) return 1;
+  if (p.top_k <= 0 || p.top_k >= n_vocab) return 0;
+  return p.top_k;
+}
+
+std::vector<Candidate> top_candidates(std::span<const float> logits, size_t k) {
+  std::vector<Candidate> out(std::min(k, logits.size()));
+  select_top_k(logits, out.size(), out.data());
+  return out;
+}
+
 std::vector<Candidate> Sampler::top_logprobs(std::span<const float> logits, int n) {
   std::vector<Candidate> out;
   if (n <= 0 || logits.empty()) return out;

@@ -37,6 +37,15 @@ struct Candidate {
   float p = 0.0f;
 };
 
+// How many of a row's best logits the chain can ever look at: k when only the top-k candidates
+// matter (top_k on, no penalties), 1 for greedy, 0 when it needs the whole row. A stage that
+// computes logits far from the sampler sends only these (see top_candidates).
+int32_t candidates_needed(const Params& p, int32_t n_vocab);
+
+// The k highest logits of a row, best first, ties to the lower id: exactly the set the sampler's
+// top-k (and greedy) step keeps, so a row rebuilt from them with -inf elsewhere samples the same.
+std::vector<Candidate> top_candidates(std::span<const float> logits, size_t k);
+
 class Sampler {
  public:
   Sampler(const Params& params, int32_t n_vocab);

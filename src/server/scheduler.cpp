@@ -183,8 +183,17 @@ void Scheduler::step() {
   }
   if (batch.size() == 0) return;
 
+  // A remote output stage sends only the candidates every row's sampler can keep; logprobs need
+  // whole rows (their normalizer is over the full vocabulary).
+  int32_t top_k = 1;
+  for (const Slot* slot : rows) {
+    const int32_t need = slot->req->params().top_logprobs >= 0
+                             ? 0
+                             : sampling::candidates_needed(slot->sampler->params(), engine_.n_vocab());
+    top_k = need == 0 || top_k == 0 ? 0 : std::max(top_k, need);
+  }
   const auto start = std::chrono::steady_clock::now();
-  auto logits = engine_.decode(batch);
+  auto logits = engine_.decode(batch, rows.empty() ? 0 : top_k);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!logits.ok()) {
     spdlog::error("decode failed: {}", logits.error().message);

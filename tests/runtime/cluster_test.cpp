@@ -2,6 +2,7 @@
 // every golden model of the architectures built so far and several placements.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -87,6 +88,61 @@ TEST_F(Cluster, distributed_logits_are_bit_identical_to_single_node_for_every_go
       EXPECT_GT(remote_layers, 0) << p.name;
       expect_bit_identical(testing::run_reference(**e, kPrompt, 4), reference, std::string(name) + " / " + p.name);
     }
+  }
+}
+
+// A remote output stage sending only each row's k best logits: the rows keep exactly those entries
+// (bit-identical to the full row's), and sampling from them draws the same tokens as one node does
+// with the whole vocabulary, for greedy and for seeded top-k sampling.
+TEST_F(Cluster, output_stage_candidates_sample_like_full_logits) {
+  ASSERT_TRUE(cluster_->ok()) << cluster_->error();
+  STRATA_SHARED_FILE(model, "models/synth/llama-dense-q4_k_m.gguf");
+  runtime::EngineOptions single;
+  single.model_path = model;
+  single.n_ctx = 256;
+  single.n_threads = 1;
+  auto one = runtime::Engine::load(single);
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  runtime::EngineOptions o = testing::cluster_options(model, *cluster_);
+  o.cluster.workers.resize(2);
+  o.cluster.tensor_split = {1, 1};
+  auto two = runtime::Engine::load(o);
+  ASSERT_TRUE(two.ok()) << two.error().message;
+  ASSERT_NE((*two)->plan().layer_owner.back(), 0) << "the output stage must be remote for this test";
+
+  const std::vector<text::Token> prompt(kPrompt.begin(), kPrompt.end());
+  auto full = runtime::evaluate_prompt(**one, 0, prompt, false);
+  auto top = runtime::evaluate_prompt(**two, 0, prompt, false, 40);
+  ASSERT_TRUE(full.ok()) << full.error().message;
+  ASSERT_TRUE(top.ok()) << top.error().message;
+  ASSERT_EQ(full->size(), top->size());
+  int kept = 0;
+  for (size_t i = 0; i < full->size(); ++i) {
+    if (std::isinf((*top)[i])) continue;
+    ++kept;
+    ASSERT_EQ((*top)[i], (*full)[i]) << "token " << i;
+  }
+  EXPECT_EQ(kept, 40);
+  const auto best = sampling::top_candidates(*full, 40);
+  for (const auto& c : best) EXPECT_FALSE(std::isinf((*top)[c.id])) << "candidate " << c.id << " missing";
+
+  for (float temp : {0.0f, 0.8f}) {
+    sampling::Params p;
+    p.temp = temp;
+    p.seed = 1234;
+    std::vector<text::Token> tokens[2];
+    runtime::Engine* engines[2] = {one->get(), two->get()};
+    for (int k = 0; k < 2; ++k) {
+      sampling::Sampler sampler(p, engines[k]->n_vocab());
+      runtime::GenerationRequest req{prompt, 24, 0, true};
+      auto stats = runtime::generate(*engines[k], req, sampler, [&](text::Token t, const std::string&) {
+        if (t >= 0) tokens[k].push_back(t);
+        return true;
+      });
+      ASSERT_TRUE(stats.ok()) << stats.error().message;
+    }
+    EXPECT_EQ(tokens[0].size(), 24u);
+    EXPECT_EQ(tokens[0], tokens[1]) << "temp " << temp;
   }
 }
 
