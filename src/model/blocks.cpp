@@ -1,9 +1,9 @@
 #include "model/blocks.h"
 
 #include <cmath>
-#include <limits>
 
 #include "memory/kv_cache.h"
+#include "model/attention.h"
 #include "model/ops.h"
 #include "tensor/quants.h"
 
@@ -34,16 +34,6 @@ void rotate_and_cache(const LayerContext& ctx, const LayerWeights& w, int il, fl
       for (int32_t i = 0; i < hp.n_embd_v_gqa(); ++i) vc[i] = fp32_to_fp16(vt[i]);
     }
   });
-}
-
-// F16 -> F32 by table lookup (exact, like fp16_to_fp32): attention converts every cached element.
-const float* fp16_table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (uint32_t i = 0; i < 65536; ++i) t[i] = fp16_to_fp32(static_cast<uint16_t>(i));
-    return t;
-  }();
-  return table.data();
 }
 
 void add_rows(float* x, const float* y, int64_t n) {
@@ -125,52 +115,6 @@ void gated_attention_sublayer(const LayerContext& ctx, const LayerWeights& w, in
   ProjectionInput attn(ctx, s.attn.data());
   project(ctx, attn, w.attn_output, {}, s.proj.data());
   add_rows(x, s.proj.data(), T * E);
-}
-
-void attend(const LayerContext& ctx, int il, const float* q_all, float* out) {
-  const HParams& hp = ctx.hp;
-  const memory::KvCache& kv = ctx.kv;
-  const int64_t T = ctx.batch.size();
-  const int32_t dk = hp.head_dim_k, dv = hp.head_dim_v;
-  const int32_t group = hp.n_head / hp.n_head_kv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  const float* f16 = fp16_table();
-  // One task per (token, head): an online softmax over the cached positions 0..pos of its sequence.
-  ctx.pool.parallel_for(T * hp.n_head, 4, [&](int64_t i0, int64_t i1) {
-    std::vector<float> qh(dk), acc(dv);
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = i / hp.n_head;
-      const int32_t h = static_cast<int32_t>(i % hp.n_head);
-      const int32_t hk = h / group;
-      const int32_t seq = ctx.batch.seq[t];
-      const int32_t pos = ctx.batch.pos[t];
-      // Q meets the F16 keys in F16, as llama.cpp's flash attention does.
-      const float* q = q_all + (t * hp.n_head + h) * dk;
-      for (int32_t d = 0; d < dk; ++d) qh[d] = f16[fp32_to_fp16(q[d])];
-      float m = -std::numeric_limits<float>::infinity();
-      float sum = 0.0f;
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int32_t p = 0; p <= pos; ++p) {
-        const uint16_t* k = kv.k(il, seq, p) + hk * dk;
-        float dot = 0.0f;
-        for (int32_t d = 0; d < dk; ++d) dot += qh[d] * f16[k[d]];
-        const float score = dot * scale;
-        const uint16_t* v = kv.v(il, seq, p) + hk * dv;
-        if (score > m) {
-          const float c = std::exp(m - score);
-          sum *= c;
-          for (int32_t d = 0; d < dv; ++d) acc[d] *= c;
-          m = score;
-        }
-        const float e = std::exp(score - m);
-        sum += e;
-        for (int32_t d = 0; d < dv; ++d) acc[d] += e * f16[v[d]];
-      }
-      float* o = out + (t * hp.n_head + h) * dv;
-      const float inv = 1.0f / sum;
-      for (int32_t d = 0; d < dv; ++d) o[d] = acc[d] * inv;
-    }
-  });
 }
 
 void swiglu(const LayerContext& ctx, ProjectionInput& in, const SwigluWeights& w, std::vector<float>& gate_buf,

@@ -65,8 +65,4 @@ inline void ensure_size(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(n);
 }
 
-// Causal attention of the batch's queries over the KV cache of layer il, written to out
-// (n_tokens x n_head*head_dim_v). q holds n_tokens x n_head*head_dim_k after RoPE.
-void attend(const LayerContext& ctx, int il, const float* q, float* out);
-
 }  // namespace strata::model

@@ -1,0 +1,179 @@
+// Internal: the tiled online-softmax attention kernel, written once over a small vector interface
+// `S` and instantiated by attention_scalar.cpp and x86/attention_{avx2,avx512}.cpp with their own
+// compiler flags. Everything here has internal linkage (see blocks.h on why).
+//
+// S provides: W (lanes), V (vector type), kValueVectors (V accumulation width in vectors),
+// zero/set1/load/store/add/sub/mul/max/fma(a, b, c) = a*b + c, hsum/hmax, hsum8(a[8], scale, out)
+// (out[i] = sum of a[i]'s lanes * scale), f16_to_f32(src, dst, n, n_pad) (zero-filled to n_pad) and
+// exp(x) for x <= 0 or -inf (exactly 0 for -inf).
+//
+// Determinism: every (row, position) score is one accumulator over d in a fixed order, every row's
+// max, sum and accumulator updates are per row in position order, and the tiles sit at absolute
+// positions. No loop runs across rows with arithmetic that mixes them, so a row's bits do not depend
+// on which rows share its task or how many rows a micro-kernel handles at once.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "tensor/attention_kernels.h"
+
+namespace strata::tensor::detail {
+namespace {
+
+constexpr int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// Per-thread working memory (each instantiating file has its own).
+struct AttentionWork {
+  std::vector<float> q, acc, kt, vt, w, m, l, c;
+  std::vector<int32_t> n_tile;
+};
+
+template <class S>
+struct AttentionKernel {
+  using V = typename S::V;
+  static constexpr int W = S::W;
+
+  // scores[p] = (q . kt[p]) * scale for p < round_up(n, 8): eight keys per q load, and their eight
+  // sums reduced together (the same reduction tree for every position, whatever n is). K rows are dkp
+  // floats apart; rows past the tile's end hold stale values whose scores are never used.
+  static void scores(const float* q, const float* kt, int64_t dkp, int32_t n, float scale, float* out) {
+    for (int32_t p = 0; p < n; p += 8) {
+      const float* k = kt + p * dkp;
+      V a[8];
+      for (int i = 0; i < 8; ++i) a[i] = S::zero();
+      for (int64_t j = 0; j < dkp; j += W) {
+        const V qv = S::load(q + j);
+        for (int i = 0; i < 8; ++i) a[i] = S::fma(qv, S::load(k + i * dkp + j), a[i]);
+      }
+      S::hsum8(a, scale, out + p);
+    }
+  }
+
+  // For NR rows with the same position count n, on CB vectors of dv at a time (NR * CB accumulators
+  // in registers): acc = acc * c + sum_p w[p] * vt[p]. Every element sees the same operations in
+  // the same order whatever NR and CB are.
+  template <int NR, int CB>
+  static void accumulate_block(float* const* acc, const float* const* w, const float* c, const float* vt,
+                               int64_t dvp, int64_t j, int32_t n) {
+    V a[NR][CB];
+    for (int i = 0; i < NR; ++i) {
+      for (int b = 0; b < CB; ++b) a[i][b] = S::mul(S::load(acc[i] + j + b * W), S::set1(c[i]));
+    }
+    for (int32_t p = 0; p < n; ++p) {
+      V v[CB];
+      for (int b = 0; b < CB; ++b) v[b] = S::load(vt + p * dvp + j + b * W);
+      for (int i = 0; i < NR; ++i) {
+        const V wi = S::set1(w[i][p]);
+        for (int b = 0; b < CB; ++b) a[i][b] = S::fma(wi, v[b], a[i][b]);
+      }
+    }
+    for (int i = 0; i < NR; ++i) {
+      for (int b = 0; b < CB; ++b) S::store(acc[i] + j + b * W, a[i][b]);
+    }
+  }
+
+  template <int NR>
+  static void accumulate(float* const* acc, const float* const* w, const float* c, const float* vt, int64_t dvp,
+                         int32_t n) {
+    constexpr int CB = S::kValueVectors;
+    int64_t j = 0;
+    for (; j + CB * W <= dvp; j += CB * W) accumulate_block<NR, CB>(acc, w, c, vt, dvp, j, n);
+    for (; j < dvp; j += W) accumulate_block<NR, 1>(acc, w, c, vt, dvp, j, n);
+  }
+
+  static void accumulate_rows(int nr, float* const* acc, const float* const* w, const float* c, const float* vt,
+                              int64_t dvp, int32_t n) {
+    switch (nr) {
+      case 4: accumulate<4>(acc, w, c, vt, dvp, n); break;
+      case 3: accumulate<3>(acc, w, c, vt, dvp, n); break;
+      case 2: accumulate<2>(acc, w, c, vt, dvp, n); break;
+      default: accumulate<1>(acc, w, c, vt, dvp, n); break;
+    }
+  }
+
+  static void run(const AttentionTask& t) {
+    thread_local AttentionWork ws;
+    const int32_t R = t.n_rows;
+    const int64_t dkp = round_up(t.dk, W), dvp = round_up(t.dv, W);
+    const int32_t P = attention_tile_positions(t.dk, t.dv);
+    const int64_t Pp = round_up(P, W);
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+    ws.q.assign(R * dkp, 0.0f);
+    ws.acc.assign(R * dvp, 0.0f);
+    ws.kt.resize(P * dkp, 0.0f);
+    ws.vt.resize(P * dvp);
+    ws.w.resize(R * Pp);
+    ws.m.assign(R, kNegInf);
+    ws.l.assign(R, 0.0f);
+    ws.c.resize(R);
+    ws.n_tile.resize(R);
+    int32_t n_max = 0;
+    for (int32_t r = 0; r < R; ++r) {
+      std::copy(t.q[r], t.q[r] + t.dk, ws.q.data() + r * dkp);
+      n_max = std::max(n_max, t.n_kv[r]);
+    }
+    float* acc_ptr[4];
+    const float* w_ptr[4];
+    float c_blk[4];
+
+    for (int32_t p0 = 0; p0 < n_max; p0 += P) {
+      const int32_t np = std::min(P, n_max - p0);
+      for (int32_t p = 0; p < np; ++p) {
+        S::f16_to_f32(t.k + (p0 + p) * t.k_stride, ws.kt.data() + p * dkp, t.dk, dkp);
+        S::f16_to_f32(t.v + (p0 + p) * t.v_stride, ws.vt.data() + p * dvp, t.dv, dvp);
+      }
+      // Scores and weights, row by row: the running max moves once per tile.
+      for (int32_t r = 0; r < R; ++r) {
+        const int32_t n = std::clamp(t.n_kv[r] - p0, 0, np);
+        ws.n_tile[r] = n;
+        if (n == 0) continue;
+        float* w = ws.w.data() + r * Pp;
+        scores(ws.q.data() + r * dkp, ws.kt.data(), dkp, n, t.scale, w);
+        const int64_t nv = round_up(n, W);
+        std::fill(w + n, w + nv, kNegInf);
+        V mx = S::set1(kNegInf);
+        for (int64_t i = 0; i < nv; i += W) mx = S::max(mx, S::load(w + i));
+        const float m_new = std::max(ws.m[r], S::hmax(mx));
+        const V mv = S::set1(m_new);
+        V sum = S::zero();
+        for (int64_t i = 0; i < nv; i += W) {
+          const V e = S::exp(S::sub(S::load(w + i), mv));
+          S::store(w + i, e);
+          sum = S::add(sum, e);
+        }
+        const float c = std::exp(ws.m[r] - m_new);  // 0 on the first tile (m = -inf)
+        ws.c[r] = c;
+        ws.l[r] = ws.l[r] * c + S::hsum(sum);
+        ws.m[r] = m_new;
+      }
+      // Values: runs of rows with the same count (one token's heads) share each V load.
+      for (int32_t r = 0; r < R;) {
+        const int32_t n = ws.n_tile[r];
+        int32_t e = r + 1;
+        while (e < R && e - r < 4 && ws.n_tile[e] == n) ++e;
+        if (n > 0) {
+          for (int32_t i = r; i < e; ++i) {
+            acc_ptr[i - r] = ws.acc.data() + i * dvp;
+            w_ptr[i - r] = ws.w.data() + i * Pp;
+            c_blk[i - r] = ws.c[i];
+          }
+          accumulate_rows(e - r, acc_ptr, w_ptr, c_blk, ws.vt.data(), dvp, n);
+        }
+        r = e;
+      }
+    }
+    for (int32_t r = 0; r < R; ++r) {
+      const float inv = 1.0f / ws.l[r];
+      const float* a = ws.acc.data() + r * dvp;
+      for (int32_t d = 0; d < t.dv; ++d) t.out[r][d] = a[d] * inv;
+    }
+  }
+};
+
+}  // namespace
+}  // namespace strata::tensor::detail

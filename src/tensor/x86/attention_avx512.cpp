@@ -1,0 +1,79 @@
+// AVX-512 (F + BW + VL) instantiation of the attention kernel (attention_impl.h): 16 lanes, masked
+// loads for row tails, and the same polynomial exp as the AVX2 file.
+// GCC 12's _mm512_undefined_* trips -W(maybe-)uninitialized when inlined (GCC bug 105593, fixed in
+// 13); the diagnostic is attributed to the header, so it is silenced before including it.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "tensor/attention_impl.h"
+
+namespace strata::tensor::detail {
+namespace {
+
+struct Avx512Ops {
+  static constexpr int W = 16;
+  static constexpr int kValueVectors = 4;  // 4 rows x 4 accumulators + loads fit the 32 registers
+  using V = __m512;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static float hsum(V v) { return _mm512_reduce_add_ps(v); }
+  static float hmax(V v) { return _mm512_reduce_max_ps(v); }
+  // out[i] = sum of a[i]'s lanes * scale: each folded to 8 lanes, then pairwise adds as in AVX2.
+  static void hsum8(const V* a, float scale, float* out) {
+    __m256 h[8];
+    for (int i = 0; i < 8; ++i) h[i] = _mm256_add_ps(_mm512_castps512_ps256(a[i]), _mm512_extractf32x8_ps(a[i], 1));
+    const __m256 q0 = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
+    const __m256 q1 = _mm256_hadd_ps(_mm256_hadd_ps(h[4], h[5]), _mm256_hadd_ps(h[6], h[7]));
+    const __m256 s = _mm256_add_ps(_mm256_permute2f128_ps(q0, q1, 0x20), _mm256_permute2f128_ps(q0, q1, 0x31));
+    _mm256_storeu_ps(out, _mm256_mul_ps(s, _mm256_set1_ps(scale)));
+  }
+  // e^x for x <= 0, as in attention_avx2.cpp (degree-7 Taylor polynomial on |r| <= ln2/2).
+  static V exp(V x) {
+    const __mmask16 in_range = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    const V n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    V r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    V p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mul_ps(in_range, p, _mm512_castsi512_ps(bits));
+  }
+  static void f16_to_f32(const uint16_t* src, float* dst, int64_t n, int64_t n_pad) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+    }
+    if (i < n) {  // masked tail: lanes past n load as 0 and never touch memory
+      const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+      _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i)));
+      i += 16;
+    }
+    for (; i < n_pad; ++i) dst[i] = 0.0f;
+  }
+};
+
+}  // namespace
+
+void attention_avx512(const AttentionTask& task) { AttentionKernel<Avx512Ops>::run(task); }
+
+void attention_exp_avx512(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i + 16 <= n; i += 16) Avx512Ops::store(out + i, Avx512Ops::exp(Avx512Ops::load(x + i)));
+}
+
+}  // namespace strata::tensor::detail
