@@ -6,17 +6,23 @@
 namespace strata::model {
 namespace {
 
+// Eight interleaved partial sums added in a fixed tree: the order does not depend on how the
+// compiler vectorizes, and independent sums run at the adder's throughput, not its latency (the
+// state rows are dotted twice per token per head: 7,680 dots of 128 per token on an A3B model).
 float dot(const float* a, const float* b, int32_t n) {
-  float s = 0.0f;
-  for (int32_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
+  float lane[8] = {};
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) lane[j] += a[i + j] * b[i + j];
+  }
+  for (int j = 0; i < n; ++i, ++j) lane[j] += a[i] * b[i];
+  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
 }  // namespace
 
 void delta_rule_tokens(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state) {
   const int32_t dk = shape.d_k, dv = shape.d_v;
-  std::vector<float> delta(dv);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t r = rows[i];
     const float* q = h.q + r * h.qk_stride;
@@ -25,13 +31,15 @@ void delta_rule_tokens(const DeltaHead& h, const int32_t* rows, int64_t n, const
     const float decay = std::exp(h.g[r * h.gb_stride]);
     const float beta = h.beta[r * h.gb_stride];
     float* out = h.out + r * h.out_stride;
-    for (int64_t e = 0; e < int64_t{dk} * dv; ++e) state[e] *= decay;
-    for (int32_t j = 0; j < dv; ++j) delta[j] = (v[j] - dot(state + int64_t{j} * dk, k, dk)) * beta;
+    // Every step below touches only row j of the state, so one pass per row does them all while
+    // the row is in L1 (the state is 64 KiB per head, beyond L1 and read once instead of four times).
     for (int32_t j = 0; j < dv; ++j) {
       float* s = state + int64_t{j} * dk;
-      for (int32_t c = 0; c < dk; ++c) s[c] += k[c] * delta[j];
+      for (int32_t c = 0; c < dk; ++c) s[c] *= decay;
+      const float delta = (v[j] - dot(s, k, dk)) * beta;
+      for (int32_t c = 0; c < dk; ++c) s[c] += k[c] * delta;
+      out[j] = dot(s, q, dk) * shape.scale;
     }
-    for (int32_t j = 0; j < dv; ++j) out[j] = dot(state + int64_t{j} * dk, q, dk) * shape.scale;
   }
 }
 
