@@ -1,5 +1,6 @@
 // Dot-product kernels per weight type and ISA: each row of a weight matrix of 4096-wide rows
-// against one activation row, as in single-token decode. Reports weight bytes per second.
+// against one activation row, as in single-token decode. Reports weight bytes per second and
+// GFLOP/s (2 per weight element). Prompt-sized products are in matmul_bench.cpp.
 //   vec_dot/<type>/<isa>         64 MB matrix (beyond the caches): memory-bound decode speed
 //   vec_dot_cached/<type>/<isa>  512 KB matrix (L2-resident): kernel compute throughput
 // Also times the activation quantizers.
@@ -111,6 +112,8 @@ void bench_vec_dot(benchmark::State& state, DType t, VecDotFn fn, size_t bytes) 
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(m.size));
   state.counters["rows"] = static_cast<double>(m.rows);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m.rows * kCols) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void bench_quantize(benchmark::State& state, DType f) {

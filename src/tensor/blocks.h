@@ -78,7 +78,11 @@ static inline int iq4xs_scale(const BlockIQ4XS& b, int ib) {
 // Kernel tables. Each returns the kernel for weight type w or nullptr.
 VecDotFn scalar_vec_dot(DType w);
 VecDotFn avx2_vec_dot(DType w);                 // x86/vec_dot_avx2.cpp
+VecDotTileFn avx2_vec_dot_tile(DType w);
 VecDotFn avx512_vec_dot(DType w, bool vnni);    // x86/vec_dot_avx512.cpp; vnni picks dpbusd
+VecDotTileFn avx512_vec_dot_tile(DType w, bool vnni);
+VecDotFn avx512_kquant_dot(DType w, bool vnni);          // x86/vec_dot_kquant_avx512.cpp: Q4_K-Q6_K
+VecDotTileFn avx512_kquant_dot_tile(DType w, bool vnni);
 
 // CPU features (cached).
 bool cpu_has_avx2();     // AVX2 + FMA + F16C

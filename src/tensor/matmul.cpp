@@ -22,18 +22,31 @@ void QuantizedActivations::quantize(DType weight_type, const float* x, int64_t n
   }
 }
 
+void matmul_rows(const MatrixView& w, const QuantizedActivations& x, int64_t x_first, int64_t n_tokens, float* y,
+                 int64_t y_stride, int64_t r0, int64_t r1) {
+  const int64_t n = w.cols;
+  if (n_tokens > 1) {
+    // Each weight block is unpacked once per tile of tokens; the kernel walks token tiles in the
+    // outer loop so the tile's activations stay in L1 while these rows (L1/L2) stream past.
+    if (const VecDotTileFn tile = vec_dot_tile_fn(w.type)) {
+      tile(n, w.row(r0), w.row_stride, r1 - r0, x.row(x_first), x.row_stride(), n_tokens, y + r0, y_stride);
+      return;
+    }
+  }
+  const VecDotFn dot = vec_dot_fn(w.type);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const uint8_t* a = x.row(x_first + t);
+    float* yt = y + t * y_stride;
+    for (int64_t r = r0; r < r1; ++r) yt[r] = dot(n, w.row(r), a);
+  }
+}
+
 void matmul(const MatrixView& w, const QuantizedActivations& x, int64_t n_tokens, float* y, int64_t y_stride,
             ThreadPool& pool) {
-  const VecDotFn dot = vec_dot_fn(w.type);
-  const int64_t n = w.cols;
   // Rows are handed out in blocks; within a block every token reuses the rows while they are in cache.
   const int64_t rows_per_task = n_tokens == 1 ? 32 : 16;
   pool.parallel_for(w.rows, rows_per_task, [&](int64_t r0, int64_t r1) {
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      const uint8_t* a = x.row(t);
-      float* yt = y + t * y_stride;
-      for (int64_t r = r0; r < r1; ++r) yt[r] = dot(n, w.row(r), a);
-    }
+    matmul_rows(w, x, 0, n_tokens, y, y_stride, r0, r1);
   });
 }
 

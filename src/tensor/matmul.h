@@ -34,6 +34,7 @@ class QuantizedActivations {
   DType format() const { return format_; }
   int64_t cols() const { return cols_; }
   const uint8_t* row(int64_t t) const { return buf_.data() + static_cast<size_t>(t) * row_bytes_; }
+  size_t row_stride() const { return row_bytes_; }
 
  private:
   DType format_ = DType::F32;
@@ -42,10 +43,15 @@ class QuantizedActivations {
   std::vector<uint8_t> buf_;
 };
 
-// y[t * y_stride + r] = dot(w.row(r), x[t]) for t < n_tokens, r < w.rows. Each output is one
-// vec_dot call, so results do not depend on the thread count.
+// y[t * y_stride + r] = dot(w.row(r), x[t]) for t < n_tokens, r < w.rows. Several tokens go through
+// the tiled kernels (vec_dot_tile_fn), which compute each output bit-identically to one vec_dot
+// call, so results depend neither on the thread count nor on how tokens are batched.
 void matmul(const MatrixView& w, const QuantizedActivations& x, int64_t n_tokens, float* y, int64_t y_stride,
             ThreadPool& pool);
+// Rows [r0, r1) of the above on the calling thread, for tokens x_first .. x_first + n_tokens - 1:
+// y[t * y_stride + r] = dot(w.row(r), x[x_first + t]).
+void matmul_rows(const MatrixView& w, const QuantizedActivations& x, int64_t x_first, int64_t n_tokens, float* y,
+                 int64_t y_stride, int64_t r0, int64_t r1);
 // Convenience: quantizes x (n_tokens rows of w.cols floats) then multiplies.
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 

@@ -122,4 +122,23 @@ VecDotFn vec_dot_fn(DType w) {
   return nullptr;
 }
 
+VecDotTileFn vec_dot_tile_fn(DType w, Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return nullptr;
+    case Isa::Avx2: return cpu_supports(isa) ? detail::avx2_vec_dot_tile(w) : nullptr;
+    case Isa::Avx512:
+      return cpu_supports(isa) ? detail::avx512_vec_dot_tile(w, detail::cpu_has_avx512_vnni()) : nullptr;
+  }
+  return nullptr;
+}
+
+// The tile kernel must belong to the same ISA as the dot kernel vec_dot_fn(w) picks, so that a
+// prompt and the same tokens one at a time give identical outputs.
+VecDotTileFn vec_dot_tile_fn(DType w) {
+  for (int i = static_cast<int>(best_isa()); i >= 0; --i) {
+    if (vec_dot_fn(w, static_cast<Isa>(i))) return vec_dot_tile_fn(w, static_cast<Isa>(i));
+  }
+  return nullptr;
+}
+
 }  // namespace strata::tensor

@@ -2,6 +2,7 @@
 // for every type and SIMD kernels (AVX2, AVX-512) for the hot ones, chosen at run time.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -31,5 +32,14 @@ using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 VecDotFn vec_dot_fn(DType w);            // best kernel for this CPU; null if w is unsupported
 VecDotFn vec_dot_fn(DType w, Isa isa);   // a specific ISA's kernel; null if it has none for w
                                          // or the CPU lacks the ISA
+
+// Several weight rows times several activation rows (prompt processing):
+//   y[t * y_stride + r] = vec_dot_fn(w, isa)(n, w + r * w_stride, a + t * a_stride)
+// for r < rows, t < tokens, bit for bit: each output goes through the same arithmetic as the
+// single-row kernel, but each weight block is unpacked once per tile of tokens.
+using VecDotTileFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t rows, const void* a,
+                              size_t a_stride, int64_t tokens, float* y, int64_t y_stride);
+VecDotTileFn vec_dot_tile_fn(DType w, Isa isa);  // null if that ISA has no tiled kernel for w
+VecDotTileFn vec_dot_tile_fn(DType w);           // matches vec_dot_fn(w); null: use one dot per output
 
 }  // namespace strata::tensor

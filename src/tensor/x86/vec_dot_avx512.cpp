@@ -3,82 +3,13 @@
 // 512-bit register in natural element order and form the whole super-block's integer sum before
 // a single float multiply-add. Float-accumulation bound vs the scalar reference as in the AVX2 file:
 //   |simd - scalar| <= 2^-22 * (n/32 + 16) * M,  M = sum_i |a_i| * (|w_i| + |min term_i|).
+// Q4_K, Q5_K and Q6_K live in vec_dot_kquant_avx512.cpp.
 // Only intrinsics and internal-linkage helpers here (see blocks.h on why).
-// GCC 12's _mm512_undefined_* ("__Y = __Y") trips -Wuninitialized when inlined (GCC bug 105593,
-// fixed in 13); the diagnostic is attributed to the header, so it is silenced before including it.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-
-#include <cstdint>
-#include <cstring>
-
-#include "tensor/blocks.h"
+#include "tensor/x86/avx512_common.h"
+#include "tensor/x86/tile_driver.h"
 
 namespace strata::tensor::detail {
 namespace {
-
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-inline __m512i bcast256(const void* p) { return _mm512_broadcast_i64x4(load256(p)); }
-
-inline float hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// acc += per-lane integer dot of u (unsigned bytes) and s (signed bytes) times per-lane scales.
-// V: vpdpbusd lanes are sums of four products, |sum| < 2^15 for every format here, so each lane is
-// a sign-extended int16 and vpdpwssd against (scale, 0) pairs multiplies it by the scale.
-// !V: vpmaddubsw pairs times int16 scales. The scale vector comes from scale_vec.
-template <bool V>
-inline __m512i dot_scaled(__m512i acc, __m512i u, __m512i s, __m512i scale) {
-  if constexpr (V) {
-    return _mm512_dpwssd_epi32(acc, _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s), scale);
-  } else {
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), scale));
-  }
-}
-
-// Scales for one 64-element chunk, one int16 per position: position i covers chunk elements 2i and
-// 2i+1 (V: int32 lane i/2 covers elements 4(i/2)..+3 and odd positions are zero), so it takes the
-// scale of group (64*chunk + 2i) / group_size. Built with vpshufb from a 128-bit-lane broadcast of
-// eight int16 scales (for 16-element groups: groups 8h..8h+7, h = chunk / 2).
-template <bool V>
-struct ScaleCtrl {
-  __m512i ctrl[4];
-  explicit ScaleCtrl(int group) {
-    for (int c = 0; c < 4; ++c) {
-      alignas(64) int8_t v[64];
-      for (int b = 0; b < 64; ++b) {
-        const int e = V ? 64 * c + 4 * (b / 4) : 64 * c + 2 * (b / 2);
-        const int g = (e / group) % 8;
-        v[b] = static_cast<int8_t>(V && b % 4 >= 2 ? -128 : 2 * g + b % 2);
-      }
-      ctrl[c] = _mm512_load_si512(v);
-    }
-  }
-};
-
-inline __m512i scale_vec(__m512i ctrl, __m512i bc) { return _mm512_shuffle_epi8(bc, ctrl); }
-inline __m512i bcast8x16(__m128i x) { return _mm512_broadcast_i32x4(x); }
-
-// Byte masks selecting bit 2c in the low 32 bytes and bit 2c+1 in the high 32 bytes: the high bit
-// planes (Q3_K hmask, Q5_K qh) for 64-element chunk c when the 32 plane bytes are broadcast.
-inline __m512i plane_bits(int c) {
-  const __m256i lo = _mm256_set1_epi8(static_cast<char>(1 << (2 * c)));
-  const __m256i hi = _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1)));
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-// Per-16-bit-word shift counts: a in the low 256 bits, b in the high 256 bits.
-inline __m512i counts(int a, int b) {
-  return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(a)), _mm256_set1_epi16(static_cast<int16_t>(b)), 1);
-}
 
 // ---------------------------------------------------------------- float formats
 
@@ -279,48 +210,123 @@ inline __m256 fields4(const B* p) {
   return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(lo, idx, hi)));
 }
 
+// The weight half of dot_mode, hoisted out of a tile's token loop: for kSigned, |q| and the sign
+// mask that is later applied to each activation row (same integer results as dot_mode).
+struct Prepped {
+  __m512i q;
+  __mmask64 neg;
+};
+
+template <Mode M>
+inline Prepped prep(__m512i q) {
+  if constexpr (M == Mode::kSigned) {
+    return {_mm512_abs_epi8(q), _mm512_movepi8_mask(q)};
+  } else {
+    return {q, 0};
+  }
+}
+
+template <bool V, Mode M>
+inline __m512i dot_prepped(const Prepped& w, __m512i y) {
+  if constexpr (M == Mode::kSigned) {
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i sy = _mm512_mask_sub_epi8(y, w.neg, zero, y);
+    if constexpr (V) return _mm512_dpbusd_epi32(zero, w.q, sy);
+    else return _mm512_madd_epi16(_mm512_maddubs_epi16(w.q, sy), _mm512_set1_epi16(1));
+  } else {
+    return dot_mode<V, M>(w.q, y);
+  }
+}
+
+// 32-element block formats as M x N tiles (see tile_driver.h); the single-row dot is 1 x 1 and
+// every instance does the same float operations per output.
 template <bool V, typename F>
-float dot_blocks32(int64_t n, const void* vw, const void* va) {
+struct Blocks32 {
   using W = typename F::W;
   using A = typename F::A;
-  const auto* w = static_cast<const W*>(vw);
-  const auto* a = static_cast<const A*>(va);
-  const int64_t nb = n / kQK;
-  // Broadcast selectors: lanes 0-7 from scale 2k, lanes 8-15 from scale 2k+1.
-  const __m512i sel0 = _mm512_inserti64x4(_mm512_set1_epi32(0), _mm256_set1_epi32(1), 1);
-  const __m512i sel1 = _mm512_inserti64x4(_mm512_set1_epi32(2), _mm256_set1_epi32(3), 1);
-  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-  __m256 acc_min = _mm256_setzero_ps();  // lanes 4-7: sum of m_w * s_a
-  int64_t i = 0;
-  for (; i + 8 <= nb; i += 8) {
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const int64_t j = i + 4 * h;
-      const __m256 fw = fields4(w + j), fa = fields4(a + j);
-      const __m512 scale = _mm512_castps256_ps512(_mm256_mul_ps(fw, fa));
-      if constexpr (F::kMin) acc_min = _mm256_fmadd_ps(fw, fa, acc_min);
-      const __m512i p0 = dot_mode<V, F::kMode>(F::two(w[j], w[j + 1]), pair256(a[j].qs, a[j + 1].qs));
-      const __m512i p1 = dot_mode<V, F::kMode>(F::two(w[j + 2], w[j + 3]), pair256(a[j + 2].qs, a[j + 3].qs));
-      acc[2 * h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_permutexvar_ps(sel0, scale), acc[2 * h]);
-      acc[2 * h + 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_permutexvar_ps(sel1, scale), acc[2 * h + 1]);
+  // The activation side (block scales, pairs of blocks) costs as much as the weight side here, so
+  // two rows share it; 2 x 2 measured ~3% above 1 x 4 and 1 x 6 (more accumulators would spill).
+  static constexpr int kM = 2, kN = 2;
+
+  template <int M, int N>
+  static void run(int64_t n, const uint8_t* vw, size_t ws, const uint8_t* va, size_t as, float* y, int64_t ys) {
+    const W* w[M];
+    const A* a[N];
+    #pragma GCC unroll 16
+    for (int m = 0; m < M; ++m) w[m] = reinterpret_cast<const W*>(vw + m * ws);
+    #pragma GCC unroll 16
+    for (int t = 0; t < N; ++t) a[t] = reinterpret_cast<const A*>(va + t * as);
+    const int64_t nb = n / kQK;
+    // Broadcast selectors: lanes 0-7 from scale 2k, lanes 8-15 from scale 2k+1.
+    const __m512i sel0 = _mm512_inserti64x4(_mm512_set1_epi32(0), _mm256_set1_epi32(1), 1);
+    const __m512i sel1 = _mm512_inserti64x4(_mm512_set1_epi32(2), _mm256_set1_epi32(3), 1);
+    __m512 acc[M][N][4];
+    __m256 acc_min[M][N];  // lanes 4-7: sum of m_w * s_a
+    #pragma GCC unroll 16
+    for (int m = 0; m < M; ++m) {
+      #pragma GCC unroll 16
+      for (int t = 0; t < N; ++t) {
+        #pragma GCC unroll 16
+        for (int k = 0; k < 4; ++k) acc[m][t][k] = _mm512_setzero_ps();
+        acc_min[m][t] = _mm256_setzero_ps();
+      }
+    }
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8) {
+      #pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const int64_t j = i + 4 * h;
+        __m256 fw[M];
+        Prepped q0[M], q1[M];
+        #pragma GCC unroll 16
+        for (int m = 0; m < M; ++m) {
+          fw[m] = fields4(w[m] + j);
+          q0[m] = prep<F::kMode>(F::two(w[m][j], w[m][j + 1]));
+          q1[m] = prep<F::kMode>(F::two(w[m][j + 2], w[m][j + 3]));
+        }
+        #pragma GCC unroll 16
+        for (int t = 0; t < N; ++t) {
+          const __m256 fa = fields4(a[t] + j);
+          const __m512i y0 = pair256(a[t][j].qs, a[t][j + 1].qs), y1 = pair256(a[t][j + 2].qs, a[t][j + 3].qs);
+          #pragma GCC unroll 16
+          for (int m = 0; m < M; ++m) {
+            const __m512 scale = _mm512_castps256_ps512(_mm256_mul_ps(fw[m], fa));
+            if constexpr (F::kMin) acc_min[m][t] = _mm256_fmadd_ps(fw[m], fa, acc_min[m][t]);
+            const __m512i p0 = dot_prepped<V, F::kMode>(q0[m], y0), p1 = dot_prepped<V, F::kMode>(q1[m], y1);
+            __m512* ac = acc[m][t];
+            ac[2 * h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_permutexvar_ps(sel0, scale), ac[2 * h]);
+            ac[2 * h + 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_permutexvar_ps(sel1, scale), ac[2 * h + 1]);
+          }
+        }
+      }
+    }
+    #pragma GCC unroll 16
+    for (int m = 0; m < M; ++m) {
+      #pragma GCC unroll 16
+      for (int t = 0; t < N; ++t) {
+        // Leftover blocks: rare (rows of a multiple of 256 have none), so not shared across the tile.
+        __m256 tail = _mm256_setzero_ps();
+        float tail_min = 0.0f;
+        for (int64_t k = i; k < nb; ++k) {
+          const W& wb = w[m][k];
+          const A& ab = a[t][k];
+          const __m256i p = dot_mode<V, F::kMode>(F::one(wb), load256(ab.qs));
+          tail = _mm256_fmadd_ps(_mm256_set1_ps(h2f(wb.d) * h2f(ab.d)), _mm256_cvtepi32_ps(p), tail);
+          if constexpr (F::kMin) tail_min += h2f(wb.m) * h2f(ab.s);
+        }
+        const __m512* ac = acc[m][t];
+        float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(ac[0], ac[1]), _mm512_add_ps(ac[2], ac[3]))) +
+                    hsum256(tail);
+        if constexpr (F::kMin) {
+          __m128 mm = _mm256_extractf128_ps(acc_min[m][t], 1);
+          mm = _mm_add_ps(mm, _mm_movehl_ps(mm, mm));
+          sum += _mm_cvtss_f32(_mm_add_ss(mm, _mm_movehdup_ps(mm))) + tail_min;
+        }
+        y[t * ys + m] = sum;
+      }
     }
   }
-  __m256 tail = _mm256_setzero_ps();
-  float tail_min = 0.0f;
-  for (; i < nb; ++i) {
-    const __m256i p = dot_mode<V, F::kMode>(F::one(w[i]), load256(a[i].qs));
-    tail = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), _mm256_cvtepi32_ps(p), tail);
-    if constexpr (F::kMin) tail_min += h2f(w[i].m) * h2f(a[i].s);
-  }
-  float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))) +
-              hsum256(tail);
-  if constexpr (F::kMin) {
-    __m128 m = _mm256_extractf128_ps(acc_min, 1);
-    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-    sum += _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m))) + tail_min;
-  }
-  return sum;
-}
+};
 
 // ---------------------------------------------------------------- super-blocks against Q8_K
 
@@ -337,102 +343,6 @@ inline __m128i q3k_scales_i8(const uint8_t* s) {
   const __m128i t = _mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(top)), _mm_setr_epi32(0, 2, 4, 6));
   const __m128i high = _mm_slli_epi16(_mm_and_si128(t, _mm_set1_epi8(3)), 4);
   return _mm_sub_epi8(_mm_or_si128(low, high), _mm_set1_epi8(32));
-}
-
-// Q4_K/Q5_K: the twelve packed bytes at s (four bytes past them are read and ignored) unpacked to
-// sixteen bytes [sc0..sc7, m0..m7] (see unpack_k4_scales in blocks.h), in registers.
-inline __m128i k4_scales_mins(const uint8_t* s) {
-  const __m128i v = load128(s);
-  // Low bits: sc0-3 = b0-3 & 63, sc4-7 = b8-11 & 15, m0-3 = b4-7 & 63, m4-7 = b8-11 >> 4.
-  const __m128i a1 = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, -1, -1, -1, -1));
-  const __m128i a2 = _mm_shuffle_epi8(_mm_srli_epi16(v, 4),
-                                      _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 8, 9, 10, 11));
-  const __m128i low = _mm_and_si128(_mm_or_si128(a1, a2),
-                                    _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15));
-  // High 2 bits of sc4-7 / m4-7: the top bits of b0-3 / b4-7, moved to bits 4-5.
-  const __m128i high = _mm_and_si128(
-      _mm_shuffle_epi8(_mm_srli_epi16(v, 2), _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7)),
-      _mm_set1_epi8(0x30));
-  return _mm_or_si128(low, high);
-}
-
-// Q4_K / Q5_K. Chunk c (elements 64c..64c+63) is the 32 bytes qs[32c..] broadcast to both halves,
-// low nibbles in the low half (sub-block 2c) and high nibbles in the high half (sub-block 2c+1).
-template <bool V, bool kFive, typename Block>
-float dot_q45_k(int64_t n, const void* vw, const void* va) {
-  const auto* w = static_cast<const Block*>(vw);
-  const auto* a = static_cast<const BlockQ8K*>(va);
-  static const ScaleCtrl<V> sctl(32);
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
-  __m512i bits[4];
-  for (int c = 0; c < 4; ++c) bits[c] = plane_bits(c);
-  __m512 acc = _mm512_setzero_ps();
-  __m256 acc_m = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const __m128i scm = k4_scales_mins(w[i].scales);
-    const __m512i sc = bcast8x16(_mm_cvtepu8_epi16(scm));
-    const __m128i mdup = _mm_shuffle_epi8(scm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15));
-    const __m256i summ = _mm256_madd_epi16(load256(a[i].bsums), _mm256_cvtepu8_epi16(mdup));
-    // d and dmin are adjacent halves: convert both at once, times the activation scale.
-    uint32_t ddm;
-    std::memcpy(&ddm, &w[i].d, 4);
-    const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(ddm))), _mm_set1_ps(a[i].d));
-    acc_m = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), _mm256_cvtepi32_ps(summ), acc_m);
-
-    __m512i qh;
-    if constexpr (kFive) qh = bcast256(w[i].qh);
-    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-    #pragma GCC unroll 8
-    for (int c = 0; c < 4; ++c) {
-      __m512i q = bcast256(w[i].qs + 32 * c);
-      q = _mm512_and_si512(_mm512_mask_srli_epi16(q, 0xffff0000u, q, 4), m4);
-      if constexpr (kFive) {
-        q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bits[c]), q, _mm512_set1_epi8(0x10));
-      }
-      const __m512i y = load512(a[i].qs + 64 * c);
-      if (c & 1) {
-        s1 = dot_scaled<V>(s1, q, y, scale_vec(sctl.ctrl[c], sc));
-      } else {
-        s0 = dot_scaled<V>(s0, q, y, scale_vec(sctl.ctrl[c], sc));
-      }
-    }
-    acc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc);
-  }
-  return _mm512_reduce_add_ps(acc) - hsum256(acc_m);
-}
-
-// Q6_K. Per half h: low nibbles of ql[64h..64h+63] are elements 0..63 of the half in order, high
-// nibbles elements 64..127; the two high bits come from qh[32h..] (bit pair 2g for quarter g).
-template <bool V>
-float dot_q6_k(int64_t n, const void* vw, const void* va) {
-  const auto* w = static_cast<const BlockQ6K*>(vw);
-  const auto* a = static_cast<const BlockQ8K*>(va);
-  static const ScaleCtrl<V> sctl(16);
-  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-  const __m512i shl_4_2 = counts(4, 2), shr_0_2 = counts(0, 2);
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const __m256i sc16 = _mm256_cvtepi8_epi16(load128(w[i].scales));
-    const __m512i sc[2] = {bcast8x16(_mm256_castsi256_si128(sc16)), bcast8x16(_mm256_extracti128_si256(sc16, 1))};
-    // Stored values are q+32: subtract 32 * sum_g sc_g * bsums_g.
-    const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(load256(a[i].bsums), sc16), 5);
-    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-    #pragma GCC unroll 8
-    for (int h = 0; h < 2; ++h) {
-      const __m512i ql = load512(w[i].ql + 64 * h);
-      const __m512i qh = bcast256(w[i].qh + 32 * h);
-      const __m512i h0 = _mm512_and_si512(_mm512_sllv_epi16(qh, shl_4_2), m30);
-      const __m512i h1 = _mm512_and_si512(_mm512_srlv_epi16(qh, shr_0_2), m30);
-      // (x & m4) | h: ternary-logic truth table 0xEA = (A & B) | C.
-      const __m512i q0 = _mm512_ternarylogic_epi64(ql, m4, h0, 0xEA);
-      const __m512i q1 = _mm512_ternarylogic_epi64(_mm512_srli_epi16(ql, 4), m4, h1, 0xEA);
-      s0 = dot_scaled<V>(s0, q0, load512(a[i].qs + 128 * h), scale_vec(sctl.ctrl[2 * h], sc[h]));
-      s1 = dot_scaled<V>(s1, q1, load512(a[i].qs + 128 * h + 64), scale_vec(sctl.ctrl[2 * h + 1], sc[h]));
-    }
-    const __m512i sumi = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_zextsi256_si512(corr));
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(a[i].d * h2f(w[i].d)), _mm512_cvtepi32_ps(sumi), acc);
-  }
-  return _mm512_reduce_add_ps(acc);
 }
 
 // Q3_K (kThree) / Q2_K. Per half h the 32 bytes qs[32h..] hold four 2-bit planes; chunk 2h takes
@@ -543,24 +453,35 @@ VecDotFn table(DType w) {
     case DType::F32: return dot_f32;
     case DType::F16: return dot_half<false>;
     case DType::BF16: return dot_half<true>;
-    case DType::Q4_0: return dot_blocks32<V, Q4_0Fmt>;
-    case DType::Q4_1: return dot_blocks32<V, Q4_1Fmt>;
-    case DType::Q5_0: return dot_blocks32<V, Q5_0Fmt>;
-    case DType::Q5_1: return dot_blocks32<V, Q5_1Fmt>;
-    case DType::Q8_0: return dot_blocks32<V, Q8_0Fmt>;
-    case DType::IQ4_NL: return dot_blocks32<V, Iq4NlFmt>;
+    case DType::Q4_0: return tile_dot<Blocks32<V, Q4_0Fmt>>;
+    case DType::Q4_1: return tile_dot<Blocks32<V, Q4_1Fmt>>;
+    case DType::Q5_0: return tile_dot<Blocks32<V, Q5_0Fmt>>;
+    case DType::Q5_1: return tile_dot<Blocks32<V, Q5_1Fmt>>;
+    case DType::Q8_0: return tile_dot<Blocks32<V, Q8_0Fmt>>;
+    case DType::IQ4_NL: return tile_dot<Blocks32<V, Iq4NlFmt>>;
     case DType::Q2_K: return dot_q23_k<V, false, BlockQ2K>;
     case DType::Q3_K: return dot_q23_k<V, true, BlockQ3K>;
-    case DType::Q4_K: return dot_q45_k<V, false, BlockQ4K>;
-    case DType::Q5_K: return dot_q45_k<V, true, BlockQ5K>;
-    case DType::Q6_K: return dot_q6_k<V>;
     case DType::IQ4_XS: return dot_iq4_xs;
-    default: return nullptr;
+    default: return avx512_kquant_dot(w, V);
+  }
+}
+
+template <bool V>
+VecDotTileFn tile_table(DType w) {
+  switch (w) {
+    case DType::Q4_0: return tile_kernel<Blocks32<V, Q4_0Fmt>>;
+    case DType::Q4_1: return tile_kernel<Blocks32<V, Q4_1Fmt>>;
+    case DType::Q5_0: return tile_kernel<Blocks32<V, Q5_0Fmt>>;
+    case DType::Q5_1: return tile_kernel<Blocks32<V, Q5_1Fmt>>;
+    case DType::Q8_0: return tile_kernel<Blocks32<V, Q8_0Fmt>>;
+    case DType::IQ4_NL: return tile_kernel<Blocks32<V, Iq4NlFmt>>;
+    default: return avx512_kquant_dot_tile(w, V);
   }
 }
 
 }  // namespace
 
 VecDotFn avx512_vec_dot(DType w, bool vnni) { return vnni ? table<true>(w) : table<false>(w); }
+VecDotTileFn avx512_vec_dot_tile(DType w, bool vnni) { return vnni ? tile_table<true>(w) : tile_table<false>(w); }
 
 }  // namespace strata::tensor::detail

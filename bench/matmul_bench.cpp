@@ -1,0 +1,108 @@
+// Prompt-processing matrix products, single thread: a weight of rows x 2048 (2048 and 8192 rows)
+// times 512 tokens, per weight type. Reports GFLOP/s (2 * rows * cols * tokens per iteration).
+//   matmul/<type>/<rows>/dots       the pre-tile path: one vec_dot call per output
+//   matmul/<type>/<rows>/tiles      matmul() with the tiled kernels (best ISA)
+//   matmul/<type>/<rows>/tiles-novnni  AVX-512 tiles without VNNI (when the CPU has VNNI)
+//
+//   ./strata_microbench --benchmark_filter='matmul/Q4_K'
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/dtype.h"
+#include "tensor/blocks.h"
+#include "tensor/matmul.h"
+#include "tensor/quants.h"
+#include "tensor/thread_pool.h"
+
+namespace strata::tensor {
+namespace {
+
+constexpr int64_t kCols = 2048;
+constexpr int64_t kTokens = 512;
+
+uint64_t next(uint64_t& s) {  // xorshift64*
+  s ^= s >> 12;
+  s ^= s << 25;
+  s ^= s >> 27;
+  return s * 0x2545F4914F6CDD1Dull;
+}
+float uniform(uint64_t& s) { return static_cast<float>(next(s) >> 40) * 0x1p-24f * 2.0f - 1.0f; }
+
+// Random quant bytes with sane f16 scales (d first in every format benchmarked here but Q6_K).
+std::vector<uint8_t> random_matrix(DType t, int64_t rows) {
+  const size_t size = row_bytes(t, kCols) * static_cast<size_t>(rows);
+  std::vector<uint8_t> m(size);
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i + 8 <= size; i += 8) {
+    const uint64_t r = next(s);
+    std::memcpy(m.data() + i, &r, 8);
+  }
+  const size_t bb = info(t).block_bytes;
+  const size_t d_off = t == DType::Q6_K ? 208 : 0;
+  const bool has_min = t == DType::Q4_K || t == DType::Q5_K;
+  for (size_t off = 0; off < size; off += bb) {
+    const uint16_t d = fp32_to_fp16(0.01f + 0.01f * uniform(s));
+    std::memcpy(m.data() + off + d_off, &d, 2);
+    if (has_min) std::memcpy(m.data() + off + 2, &d, 2);
+  }
+  return m;
+}
+
+enum class Path { kDots, kTiles, kTilesNoVnni };
+
+void bench_matmul(benchmark::State& state, DType t, int64_t rows, Path path) {
+  const std::vector<uint8_t> w = random_matrix(t, rows);
+  const MatrixView mv{t, kCols, rows, w.data(), row_bytes(t, kCols)};
+  std::vector<float> x(static_cast<size_t>(kTokens * kCols));
+  uint64_t s = 7;
+  for (auto& v : x) v = uniform(s);
+  ThreadPool pool(1);
+  QuantizedActivations q;
+  q.quantize(t, x.data(), kTokens, kCols, pool);
+  std::vector<float> y(static_cast<size_t>(kTokens * rows));
+  const VecDotFn dot = vec_dot_fn(t);
+  const VecDotTileFn novnni = detail::avx512_vec_dot_tile(t, false);
+  for (auto _ : state) {
+    if (path == Path::kTiles) {
+      matmul(mv, q, kTokens, y.data(), rows, pool);
+    } else {
+      // Blocks of 16 rows as matmul hands them out; every token sweeps the block.
+      for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+        if (path == Path::kTilesNoVnni) {
+          novnni(kCols, mv.row(r0), mv.row_stride, 16, q.row(0), q.row_stride(), kTokens, y.data() + r0, rows);
+          continue;
+        }
+        for (int64_t k = 0; k < kTokens; ++k) {
+          for (int64_t r = r0; r < r0 + 16; ++r) y[k * rows + r] = dot(kCols, mv.row(r), q.row(k));
+        }
+      }
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * kCols * kTokens) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+[[maybe_unused]] const bool registered = [] {
+  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q5_K}) {
+    for (int64_t rows : {2048, 8192}) {
+      const std::string base = "matmul/" + std::string(dtype_name(t)) + "/" + std::to_string(rows) + "/";
+      auto add = [&](const char* name, Path p) {
+        benchmark::RegisterBenchmark((base + name).c_str(), bench_matmul, t, rows, p)
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(1.0);
+      };
+      add("dots", Path::kDots);
+      if (vec_dot_tile_fn(t)) add("tiles", Path::kTiles);
+      if (detail::cpu_has_avx512_vnni() && detail::avx512_vec_dot_tile(t, false)) add("tiles-novnni", Path::kTilesNoVnni);
+    }
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace strata::tensor
