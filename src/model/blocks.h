@@ -14,7 +14,7 @@ struct Scratch {
   std::vector<float> norm, q, k, v, attn, proj, gate, up;
   std::vector<float> qg;                                    // gated attention: query + gate projection
   std::vector<float> mix, z, beta, decay, conv, delta, ba;  // Gated DeltaNet
-  std::vector<float> router, expert_in, expert_gate, expert_up, expert_out, slot_out, shared;  // MoE
+  std::vector<float> router, expert_in, expert_gate, expert_up, expert_out, shared;  // MoE
 };
 
 // Rows of one projection input (the batch's, unless `rows` says otherwise), converted to each weight

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "model/ops.h"
+#include "tensor/matmul_batch.h"
 
 namespace strata::model {
 namespace {
@@ -28,45 +29,70 @@ Expert expert(const LayerWeights& w, int32_t e, int64_t F, int64_t E) {
 }
 
 // out[t] = sum over t's chosen experts i of weights[t][i] * expert_i(xn[t]), summed in choice order.
+// The (token, choice) rows are grouped by expert, so each expert's rows are read once per batch, and
+// all experts' gate/up products run in one parallel region, their down products in another.
 void routed_experts(const LayerContext& ctx, const LayerWeights& w, const float* xn, const int32_t* ids,
                     const float* weights, float* out) {
   const HParams& hp = ctx.hp;
   Scratch& s = ctx.scratch;
   const int64_t T = ctx.batch.size(), E = hp.n_embd, F = hp.n_ff_expert;
   const int32_t k = hp.n_expert_used;
-  // Group the (token, choice) slots by expert, in batch order.
-  std::vector<std::vector<int64_t>> slots(hp.n_expert);
-  for (int64_t i = 0; i < T * k; ++i) slots[ids[i]].push_back(i);
-  ensure_size(s.slot_out, T * k * E);
-  for (int32_t e = 0; e < hp.n_expert; ++e) {
-    const std::vector<int64_t>& mine = slots[e];
-    const int64_t n = static_cast<int64_t>(mine.size());
-    if (n == 0) continue;
-    ensure_size(s.expert_in, n * E);
-    ensure_size(s.expert_out, n * E);
-    for (int64_t r = 0; r < n; ++r) std::copy_n(xn + mine[r] / k * E, E, s.expert_in.data() + r * E);
-    // Activations are quantized per row, so gathering the rows first changes nothing numerically.
-    ProjectionInput in(ctx, s.expert_in.data(), n);
-    const Expert x = expert(w, e, F, E);
-    if (!x.gate_up.empty()) {
-      ensure_size(s.expert_gate, n * 2 * F);
-      ensure_size(s.expert_up, n * F);
-      project(ctx, in, x.gate_up, {}, s.expert_gate.data());
-      for (int64_t r = 0; r < n; ++r) {
-        const float* gu = s.expert_gate.data() + r * 2 * F;
-        for (int64_t f = 0; f < F; ++f) s.expert_up[r * F + f] = silu(gu[f]) * gu[F + f];
-      }
-      ProjectionInput act(ctx, s.expert_up.data(), n);
-      project(ctx, act, x.down, {}, s.expert_out.data());
-    } else {
-      swiglu(ctx, in, {x.gate, x.up, x.down}, s.expert_gate, s.expert_up, s.expert_out.data());
-    }
-    for (int64_t r = 0; r < n; ++r) std::copy_n(s.expert_out.data() + r * E, E, s.slot_out.data() + mine[r] * E);
+  const int64_t R = T * k;
+  const bool fused = !w.ffn_gate_up_exps.empty();
+  const int64_t GW = fused ? 2 * F : F;  // width of a row of gate (or fused gate|up) outputs
+
+  // Counting sort of the rows by expert, stable (batch order within an expert).
+  std::vector<int64_t> first(hp.n_expert + 1, 0), row_of(R);
+  for (int64_t i = 0; i < R; ++i) ++first[ids[i] + 1];
+  for (int32_t e = 0; e < hp.n_expert; ++e) first[e + 1] += first[e];
+  {
+    std::vector<int64_t> next(first.begin(), first.end() - 1);
+    for (int64_t i = 0; i < R; ++i) row_of[i] = next[ids[i]]++;
   }
+  ensure_size(s.expert_in, R * E);
+  for (int64_t i = 0; i < R; ++i) std::copy_n(xn + i / k * E, E, s.expert_in.data() + row_of[i] * E);
+
+  // Activations are quantized per row, so gathering the rows first changes nothing numerically.
+  const MatrixView& gate_w = fused ? w.ffn_gate_up_exps : w.ffn_gate_exps;
+  tensor::QuantizedActivations in;
+  in.quantize(gate_w.type, s.expert_in.data(), R, E, ctx.pool);
+  ensure_size(s.expert_gate, R * GW);
+  ensure_size(s.expert_up, R * F);
+  std::vector<tensor::MatmulJob> jobs;
+  for (int32_t e = 0; e < hp.n_expert; ++e) {
+    const int64_t n = first[e + 1] - first[e];
+    if (n == 0) continue;
+    const Expert x = expert(w, e, F, E);
+    if (fused) {
+      jobs.push_back({x.gate_up, &in, first[e], n, s.expert_gate.data() + first[e] * GW, GW});
+    } else {
+      jobs.push_back({x.gate, &in, first[e], n, s.expert_gate.data() + first[e] * GW, GW});
+      jobs.push_back({x.up, &in, first[e], n, s.expert_up.data() + first[e] * F, F});
+    }
+  }
+  tensor::matmul_batch(jobs, ctx.pool);
+
+  // SwiGLU into expert_up (fused rows hold [gate | up]).
+  for (int64_t r = 0; r < R; ++r) {
+    const float* g = s.expert_gate.data() + r * GW;
+    const float* u = fused ? g + F : s.expert_up.data() + r * F;
+    float* a = s.expert_up.data() + r * F;
+    for (int64_t f = 0; f < F; ++f) a[f] = silu(g[f]) * u[f];
+  }
+  tensor::QuantizedActivations act;
+  act.quantize(w.ffn_down_exps.type, s.expert_up.data(), R, F, ctx.pool);
+  ensure_size(s.expert_out, R * E);
+  jobs.clear();
+  for (int32_t e = 0; e < hp.n_expert; ++e) {
+    const int64_t n = first[e + 1] - first[e];
+    if (n > 0) jobs.push_back({expert(w, e, F, E).down, &act, first[e], n, s.expert_out.data() + first[e] * E, E});
+  }
+  tensor::matmul_batch(jobs, ctx.pool);
+
   for (int64_t t = 0; t < T; ++t) {
     float* o = out + t * E;
     for (int32_t i = 0; i < k; ++i) {
-      const float* y = s.slot_out.data() + (t * k + i) * E;
+      const float* y = s.expert_out.data() + row_of[t * k + i] * E;
       const float wi = weights[t * k + i];
       if (i == 0) {
         for (int64_t c = 0; c < E; ++c) o[c] = y[c] * wi;
