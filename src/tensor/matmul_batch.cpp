@@ -8,20 +8,24 @@
 namespace strata::tensor {
 
 void matmul_batch(std::span<const MatmulJob> jobs, ThreadPool& pool) {
-  // Row blocks of every job, numbered consecutively: task i belongs to the job whose range holds it.
-  constexpr int64_t kRowsPerTask = 32;
-  std::vector<int64_t> first_task(jobs.size() + 1, 0);
+  // The jobs' rows side by side form one range, split like one matrix's rows: one-token products
+  // get long runs per thread (see decode_rows_per_task), several-token products 16-row blocks.
+  std::vector<int64_t> first_row(jobs.size() + 1, 0);
+  bool one_token = true;
   for (size_t j = 0; j < jobs.size(); ++j) {
-    first_task[j + 1] = first_task[j] + (jobs[j].w.rows + kRowsPerTask - 1) / kRowsPerTask;
+    first_row[j + 1] = first_row[j] + jobs[j].w.rows;
+    one_token = one_token && jobs[j].n_tokens == 1;
   }
-  pool.parallel_for(first_task.back(), 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t task = t0; task < t1; ++task) {
-      const size_t j = static_cast<size_t>(std::upper_bound(first_task.begin(), first_task.end(), task) -
-                                           first_task.begin()) - 1;
+  const int64_t total = first_row.back();
+  const int64_t grain = one_token ? decode_rows_per_task(total, pool.size()) : 16;
+  pool.parallel_for(total, grain, [&](int64_t g0, int64_t g1) {
+    // Jobs overlapping [g0, g1), each for its part of the range.
+    size_t j = static_cast<size_t>(std::upper_bound(first_row.begin(), first_row.end(), g0) - first_row.begin()) - 1;
+    for (; j < jobs.size() && first_row[j] < g1; ++j) {
       const MatmulJob& job = jobs[j];
-      const int64_t r0 = (task - first_task[j]) * kRowsPerTask;
-      const int64_t r1 = std::min(job.w.rows, r0 + kRowsPerTask);
-      matmul_rows(job.w, *job.x, job.x_first, job.n_tokens, job.y, job.y_stride, r0, r1);
+      const int64_t r0 = std::max(g0, first_row[j]) - first_row[j];
+      const int64_t r1 = std::min(g1, first_row[j + 1]) - first_row[j];
+      if (r1 > r0) matmul_rows(job.w, *job.x, job.x_first, job.n_tokens, job.y, job.y_stride, r0, r1);
     }
   });
 }
