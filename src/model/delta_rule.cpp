@@ -9,7 +9,7 @@ namespace {
 // Eight interleaved partial sums added in a fixed tree: the order does not depend on how the
 // compiler vectorizes, and independent sums run at the adder's throughput, not its latency (the
 // state rows are dotted twice per token per head: 7,680 dots of 128 per token on an A3B model).
-float dot(const float* a, const float* b, int32_t n) {
+[[gnu::always_inline]] inline float dot(const float* a, const float* b, int32_t n) {
   float lane[8] = {};
   int32_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -21,6 +21,11 @@ float dot(const float* a, const float* b, int32_t n) {
 
 }  // namespace
 
+// Built for AVX-512, AVX2 and the baseline, picked at load time: the same operations in the same
+// order in every build (no FMA contraction), only wider, so results do not depend on the machine.
+#define STRATA_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+STRATA_VECTOR_CLONES
 void delta_rule_tokens(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state) {
   const int32_t dk = shape.d_k, dv = shape.d_v;
   for (int64_t i = 0; i < n; ++i) {
@@ -43,6 +48,7 @@ void delta_rule_tokens(const DeltaHead& h, const int32_t* rows, int64_t n, const
   }
 }
 
+STRATA_VECTOR_CLONES
 void delta_rule_chunked(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state,
                         int32_t chunk, std::vector<float>& work) {
   const int32_t dk = shape.d_k, dv = shape.d_v;

@@ -90,19 +90,21 @@ void causal_conv(const LayerContext& ctx, const float* kernel, float* conv_state
   const float* mix = ctx.scratch.mix.data();
   ensure_size(ctx.scratch.conv, ctx.batch.size() * C);
   float* out = ctx.scratch.conv.data();
-  ctx.pool.parallel_for(C, 64, [&](int64_t c0, int64_t c1) {
-    std::vector<float> window(K);
-    for (int64_t c = c0; c < c1; ++c) {
-      const float* w = kernel + c * K;
-      for (int32_t i = 0; i + 1 < K; ++i) window[i] = conv_state[i * C + c];
-      for (int32_t r : rows) {
-        window[K - 1] = mix[r * C + c];
+  // Rows in order, channels innermost (contiguous, so the loops vectorize); per channel the sum runs
+  // over the window oldest first, as the definition reads.
+  ctx.pool.parallel_for(C, 1024, [&](int64_t c0, int64_t c1) {
+    for (int32_t r : rows) {
+      const float* x = mix + r * C;
+      float* o = out + r * C;
+      for (int64_t c = c0; c < c1; ++c) {
+        const float* w = kernel + c * K;
         float sum = 0.0f;
-        for (int32_t i = 0; i < K; ++i) sum += window[i] * w[i];
-        out[r * C + c] = sum;
-        for (int32_t i = 0; i + 1 < K; ++i) window[i] = window[i + 1];
+        for (int32_t i = 0; i + 1 < K; ++i) sum += conv_state[i * C + c] * w[i];
+        o[c] = sum + x[c] * w[K - 1];
       }
-      for (int32_t i = 0; i + 1 < K; ++i) conv_state[i * C + c] = window[i];
+      for (int32_t i = 0; i + 2 < K; ++i) std::copy(conv_state + (i + 1) * C + c0, conv_state + (i + 1) * C + c1,
+                                                    conv_state + i * C + c0);
+      if (K > 1) std::copy(x + c0, x + c1, conv_state + (K - 2) * C + c0);
     }
   });
 }
