@@ -1,0 +1,54 @@
+// One-token products on two threads, as decode runs them: a 256 MB Q4_K weight (beyond every
+// cache) split into 32-row blocks handed out in turn (the old split) or into two contiguous runs
+// per thread (decode_rows_per_task). Reports weight GB/s.
+//   ./strata_microbench --benchmark_filter='matmul_decode'
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "base/dtype.h"
+#include "tensor/matmul.h"
+#include "tensor/quants.h"
+#include "tensor/thread_pool.h"
+
+namespace strata::tensor {
+namespace {
+
+constexpr int64_t kCols = 2048;
+constexpr int64_t kRows = 1 << 18;
+
+void bench_decode(benchmark::State& state, bool contiguous) {
+  const DType t = DType::Q4_K;
+  const size_t rb = row_bytes(t, kCols);
+  std::vector<uint8_t> w(rb * kRows);
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i + 8 <= w.size(); i += 8) {
+    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+    const uint64_t r = s * 0x2545F4914F6CDD1Dull;
+    std::memcpy(w.data() + i, &r, 8);
+  }
+  const uint16_t d = fp32_to_fp16(0.01f);
+  for (size_t off = 0; off < w.size(); off += info(t).block_bytes) {
+    std::memcpy(w.data() + off, &d, 2);
+    std::memcpy(w.data() + off + 2, &d, 2);
+  }
+  const MatrixView m{t, kCols, kRows, w.data(), rb};
+  ThreadPool pool(2);
+  std::vector<float> x(kCols, 0.5f), y(kRows);
+  QuantizedActivations q;
+  q.quantize(t, x.data(), 1, kCols, pool);
+  const int64_t grain = contiguous ? decode_rows_per_task(kRows, pool.size()) : 32;
+  for (auto _ : state) {
+    pool.parallel_for(kRows, grain, [&](int64_t r0, int64_t r1) { matmul_rows(m, q, 0, 1, y.data(), kRows, r0, r1); });
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+}
+
+BENCHMARK_CAPTURE(bench_decode, blocks32, false)->Name("matmul_decode/Q4_K/2threads/blocks32")->UseRealTime();
+BENCHMARK_CAPTURE(bench_decode, runs, true)->Name("matmul_decode/Q4_K/2threads/contiguous")->UseRealTime();
+
+}  // namespace
+}  // namespace strata::tensor
