@@ -41,18 +41,15 @@ void matmul_rows(const MatrixView& w, const QuantizedActivations& x, int64_t x_f
   }
 }
 
-int64_t decode_rows_per_task(int64_t rows, int n_threads) {
-  const int64_t parts = 2 * static_cast<int64_t>(n_threads);
-  return std::max<int64_t>(32, (rows + parts - 1) / parts);
-}
-
 void matmul(const MatrixView& w, const QuantizedActivations& x, int64_t n_tokens, float* y, int64_t y_stride,
             ThreadPool& pool) {
   // Rows are handed out in blocks; within a block every token reuses the rows while they are in cache.
-  const int64_t rows_per_task = n_tokens == 1 ? decode_rows_per_task(w.rows, pool.size()) : 16;
-  pool.parallel_for(w.rows, rows_per_task, [&](int64_t r0, int64_t r1) {
-    matmul_rows(w, x, 0, n_tokens, y, y_stride, r0, r1);
-  });
+  auto rows = [&](int64_t r0, int64_t r1) { matmul_rows(w, x, 0, n_tokens, y, y_stride, r0, r1); };
+  if (n_tokens == 1) {
+    pool.parallel_for_shares(w.rows, kDecodeRowsPerStep, rows);  // streams weights: long runs
+  } else {
+    pool.parallel_for(w.rows, 16, rows);  // compute-bound: blocks every token reuses from cache
+  }
 }
 
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {

@@ -8,8 +8,7 @@
 namespace strata::tensor {
 
 void matmul_batch(std::span<const MatmulJob> jobs, ThreadPool& pool) {
-  // The jobs' rows side by side form one range, split like one matrix's rows: one-token products
-  // get long runs per thread (see decode_rows_per_task), several-token products 16-row blocks.
+  // The jobs' rows side by side form one range, split like one matrix's rows (see matmul).
   std::vector<int64_t> first_row(jobs.size() + 1, 0);
   bool one_token = true;
   for (size_t j = 0; j < jobs.size(); ++j) {
@@ -17,8 +16,7 @@ void matmul_batch(std::span<const MatmulJob> jobs, ThreadPool& pool) {
     one_token = one_token && jobs[j].n_tokens == 1;
   }
   const int64_t total = first_row.back();
-  const int64_t grain = one_token ? decode_rows_per_task(total, pool.size()) : 16;
-  pool.parallel_for(total, grain, [&](int64_t g0, int64_t g1) {
+  auto rows = [&](int64_t g0, int64_t g1) {
     // Jobs overlapping [g0, g1), each for its part of the range.
     size_t j = static_cast<size_t>(std::upper_bound(first_row.begin(), first_row.end(), g0) - first_row.begin()) - 1;
     for (; j < jobs.size() && first_row[j] < g1; ++j) {
@@ -27,7 +25,12 @@ void matmul_batch(std::span<const MatmulJob> jobs, ThreadPool& pool) {
       const int64_t r1 = std::min(g1, first_row[j + 1]) - first_row[j];
       if (r1 > r0) matmul_rows(job.w, *job.x, job.x_first, job.n_tokens, job.y, job.y_stride, r0, r1);
     }
-  });
+  };
+  if (one_token) {
+    pool.parallel_for_shares(total, kDecodeRowsPerStep, rows);
+  } else {
+    pool.parallel_for(total, 16, rows);
+  }
 }
 
 }  // namespace strata::tensor

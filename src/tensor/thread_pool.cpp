@@ -110,11 +110,67 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
       fn(begin, std::min(n, begin + grain));
     }
   };
-  publish(take_chunks, true);
-  take_chunks(0, n_threads_);
-  // Every chunk is taken; wait only for workers that entered (they may still be computing theirs).
+  run_optional(take_chunks);
+}
+
+void ThreadPool::run_optional(const std::function<void(int, int)>& fn) {
+  publish(fn, true);
+  fn(0, n_threads_);
+  // The caller's fn returns once all work is taken; wait only for workers that entered (they may
+  // still be computing theirs). Later ones find the region closed and skip it.
   region_.fetch_or(kClosed, std::memory_order_acq_rel);
   spin_then_wait(region_, [&] { return (region_.load(std::memory_order_acquire) & kInsideMask) == 0; });
+}
+
+void ThreadPool::parallel_for_shares(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  const int64_t steps = (n + grain - 1) / grain;
+  if (n_threads_ == 1 || steps == 1 || steps >= (int64_t{1} << 31)) {
+    if (n_threads_ == 1 || steps == 1) {
+      fn(0, n);
+    } else {
+      parallel_for(n, grain, fn);
+    }
+    return;
+  }
+  // Share i holds steps [front, back), packed front << 32 | back in one word so that the owner
+  // (taking the front) and thieves (taking the back) agree on who gets the last step.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> span;
+  };
+  std::vector<Share> shares(n_threads_);
+  for (int i = 0; i < n_threads_; ++i) {
+    const uint64_t front = static_cast<uint64_t>(steps * i / n_threads_);
+    const uint64_t back = static_cast<uint64_t>(steps * (i + 1) / n_threads_);
+    shares[i].span.store(front << 32 | back, std::memory_order_relaxed);
+  }
+  auto run_step = [&](uint64_t step) {
+    const int64_t begin = static_cast<int64_t>(step) * grain;
+    fn(begin, std::min(n, begin + grain));
+  };
+  // Takes one step off share s, from the front or the back; false when the share is empty.
+  auto take = [&](Share& s, bool from_front, uint64_t& step) {
+    uint64_t span = s.span.load(std::memory_order_relaxed);
+    for (;;) {
+      const uint64_t front = span >> 32, back = span & 0xffffffffu;
+      if (front >= back) return false;
+      const uint64_t next = from_front ? (front + 1) << 32 | back : front << 32 | (back - 1);
+      if (s.span.compare_exchange_weak(span, next, std::memory_order_relaxed)) {
+        step = from_front ? front : back - 1;
+        return true;
+      }
+    }
+  };
+  const std::function<void(int, int)> walk = [&](int index, int) {
+    uint64_t step;
+    while (take(shares[index], true, step)) run_step(step);
+    for (int k = 1; k < n_threads_; ++k) {
+      Share& other = shares[(index + k) % n_threads_];
+      while (take(other, false, step)) run_step(step);
+    }
+  };
+  run_optional(walk);
 }
 
 }  // namespace strata::tensor

@@ -30,6 +30,12 @@ class ThreadPool {
   // chunk are not waited for, so a worker descheduled by another process costs no latency.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+  // Like parallel_for, but [0, n) is first cut into one contiguous share per thread, each walked
+  // from its start in steps of `grain`; a thread done with its share takes steps from the end of
+  // the others'. Long runs per thread keep the hardware prefetchers ahead when streaming weights
+  // (decode), and stealing keeps a thread preempted by another process from holding up the rest.
+  void parallel_for_shares(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
  private:
   // Generation values: bit 0 tells how workers join (kEveryone: all must run the job; otherwise
   // a worker runs it only if it can enter before the caller closes the region).
@@ -40,6 +46,9 @@ class ThreadPool {
 
   void worker_loop(int index);
   void publish(const std::function<void(int, int)>& fn, bool optional);
+  // Runs fn on the caller and on the workers that wake in time; fn must take work from shared state
+  // until none is left, so that the caller's call alone completes the job.
+  void run_optional(const std::function<void(int, int)>& fn);
   bool try_enter(uint32_t generation);
 
   int n_threads_;

@@ -37,6 +37,21 @@ TEST(ThreadPool, parallel_for_covers_the_range_exactly_once) {
   }
 }
 
+TEST(ThreadPool, parallel_for_shares_covers_the_range_exactly_once) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 7, 31, 32, 33, 64, 1000, 4097}) {
+      for (int64_t grain : {1, 5, 32}) {
+        std::vector<std::atomic<int>> hits(n);
+        pool.parallel_for_shares(n, grain, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[i]++;
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " " << n << " " << grain << " " << i;
+      }
+    }
+  }
+}
+
 // parallel_for leaves late workers out and run() waits for all: interleaving the two many times
 // must still run each run() index once and each parallel_for item once.
 TEST(ThreadPool, run_and_parallel_for_interleaved) {
@@ -44,9 +59,14 @@ TEST(ThreadPool, run_and_parallel_for_interleaved) {
     ThreadPool pool(n);
     for (int round = 0; round < 2000; ++round) {
       std::vector<std::atomic<int>> hits(37);
-      pool.parallel_for(37, 1 + round % 5, [&](int64_t b, int64_t e) {
+      auto count = [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) hits[i]++;
-      });
+      };
+      if (round % 2) {
+        pool.parallel_for(37, 1 + round % 5, count);
+      } else {
+        pool.parallel_for_shares(37, 1 + round % 5, count);
+      }
       for (auto& h : hits) ASSERT_EQ(h.load(), 1);
       if (round % 3 == 0) {
         std::vector<std::atomic<int>> seen(n);
