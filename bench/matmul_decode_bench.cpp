@@ -6,10 +6,10 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "base/dtype.h"
+#include "bench_random.h"
 #include "tensor/matmul.h"
 #include "tensor/quants.h"
 #include "tensor/thread_pool.h"
@@ -25,18 +25,7 @@ enum class Split { kBlocks32, kHalves, kShares };
 void bench_decode(benchmark::State& state, Split split) {
   const DType t = DType::Q4_K;
   const size_t rb = row_bytes(t, kCols);
-  std::vector<uint8_t> w(rb * kRows);
-  uint64_t s = 0x9E3779B97F4A7C15ull;
-  for (size_t i = 0; i + 8 <= w.size(); i += 8) {
-    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-    const uint64_t r = s * 0x2545F4914F6CDD1Dull;
-    std::memcpy(w.data() + i, &r, 8);
-  }
-  const uint16_t d = fp32_to_fp16(0.01f);
-  for (size_t off = 0; off < w.size(); off += info(t).block_bytes) {
-    std::memcpy(w.data() + off, &d, 2);
-    std::memcpy(w.data() + off + 2, &d, 2);
-  }
+  const std::vector<uint8_t> w = bench::random_quant_matrix(t, kCols, kRows);
   const MatrixView m{t, kCols, kRows, w.data(), rb};
   ThreadPool pool(2);
   std::vector<float> x(kCols, 0.5f), y(kRows);

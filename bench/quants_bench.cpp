@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "bench_random.h"
 #include "tensor/blocks.h"
 #include "tensor/quants.h"
 
@@ -26,14 +27,8 @@ constexpr int64_t kCols = 4096;
 constexpr size_t kLargeBytes = size_t{64} << 20;
 constexpr size_t kCachedBytes = size_t{512} << 10;
 
-uint64_t next(uint64_t& s) {  // xorshift64*
-  s ^= s >> 12;
-  s ^= s << 25;
-  s ^= s >> 27;
-  return s * 0x2545F4914F6CDD1Dull;
-}
-
-float uniform(uint64_t& s) { return static_cast<float>(next(s) >> 40) * 0x1p-24f * 2.0f - 1.0f; }
+using bench::next;
+using bench::uniform;
 
 int d_offset(DType t) { return t == DType::Q2_K ? 80 : t == DType::Q3_K ? 108 : t == DType::Q6_K ? 208 : 0; }
 int min_offset(DType t) {

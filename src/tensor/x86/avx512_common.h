@@ -77,5 +77,18 @@ inline __m512i counts(int a, int b) {
   return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(a)), _mm256_set1_epi16(static_cast<int16_t>(b)), 1);
 }
 
+// Zeroes a tile's integer accumulators: S chains x M weight rows x N tokens.
+template <int S, int M, int N>
+inline void zero_tile(__m512i (&s)[S][M][N]) {
+  #pragma GCC unroll 16
+  for (int k = 0; k < S; ++k) {
+    #pragma GCC unroll 16
+    for (int m = 0; m < M; ++m) {
+      #pragma GCC unroll 16
+      for (int t = 0; t < N; ++t) s[k][m][t] = _mm512_setzero_si512();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata::tensor::detail

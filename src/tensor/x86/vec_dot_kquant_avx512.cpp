@@ -83,14 +83,7 @@ struct Q45K {
         if constexpr (kFive) qh[m] = bcast256(b.qh);
       }
       __m512i s[S][M][N];
-      #pragma GCC unroll 16
-      for (int k = 0; k < S; ++k) {
-        #pragma GCC unroll 16
-        for (int m = 0; m < M; ++m) {
-          #pragma GCC unroll 16
-          for (int t = 0; t < N; ++t) s[k][m][t] = _mm512_setzero_si512();
-        }
-      }
+      zero_tile(s);
       #pragma GCC unroll 8
       for (int c = 0; c < 4; ++c) {
         __m512i q[M], scl[M];
@@ -161,14 +154,7 @@ struct Q6K {
         sc[m][1] = bcast8x16(_mm256_extracti128_si256(sc16[m], 1));
       }
       __m512i s[S][M][N];
-      #pragma GCC unroll 16
-      for (int k = 0; k < S; ++k) {
-        #pragma GCC unroll 16
-        for (int m = 0; m < M; ++m) {
-          #pragma GCC unroll 16
-          for (int t = 0; t < N; ++t) s[k][m][t] = _mm512_setzero_si512();
-        }
-      }
+      zero_tile(s);
       #pragma GCC unroll 8
       for (int h = 0; h < 2; ++h) {
         __m512i q0[M], q1[M], scl0[M], scl1[M];
