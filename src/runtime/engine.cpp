@@ -251,7 +251,8 @@ Result<std::vector<float>> Engine::run_hops(const model::Batch& batch, std::vect
     STRATA_ASSIGN(v1::ForwardReply reply, remote_for(h.node)->link->forward(req));
     if (hops_[j - 1].output) {
       const int64_t n_out = std::count(batch.logits.begin(), batch.logits.end(), 1);
-      if (top_k > 0) {
+      // A worker that does not know top_k (an older build) sends whole rows: take those.
+      if (top_k > 0 && reply.logits().empty()) {
         auto rows = net::unpack_candidates(reply.candidates(), n_out, n_vocab(), static_cast<uint32_t>(top_k));
         if (!rows.ok()) return make_error("worker {}: {}", plan_.nodes[hops_[j - 1].node].name, rows.error().message);
         return rows;
