@@ -148,7 +148,9 @@ std::string render(const Plan& p) {
     for (const Transfer& t : p.transfers) {
       out << fmt::format("  {} -> {}: {}, {} per token{}\n", detail::node_label(p.nodes, t.from_node),
                          detail::node_label(p.nodes, t.to_node), t.what, human_bytes(t.bytes_per_token),
-                         t.what == "logits" ? " that wants logits" : "");
+                         t.what == "logits" ? " that wants logits (8 bytes per candidate when sampling needs only "
+                                              "its top-k)"
+                                            : "");
     }
   }
   for (const std::string& d : p.decisions) out << "decision: " << d << "\n";
