@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "model/ops.h"
-#include "tensor/matmul_batch.h"
+#include "tensor/matmul.h"
 
 namespace strata::model {
 namespace {

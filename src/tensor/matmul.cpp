@@ -1,6 +1,7 @@
 #include "tensor/matmul.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "tensor/quants.h"
 
@@ -41,15 +42,37 @@ void matmul_rows(const MatrixView& w, const QuantizedActivations& x, int64_t x_f
   }
 }
 
+void matmul_batch(std::span<const MatmulJob> jobs, ThreadPool& pool) {
+  // The jobs' rows side by side form one range. One token streams the weights: each thread walks a
+  // contiguous share. Several tokens are compute-bound: 16-row blocks every token reuses from cache.
+  std::vector<int64_t> first_row(jobs.size() + 1, 0);
+  bool one_token = true;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    first_row[j + 1] = first_row[j] + jobs[j].w.rows;
+    one_token = one_token && jobs[j].n_tokens == 1;
+  }
+  const int64_t total = first_row.back();
+  auto rows = [&](int64_t g0, int64_t g1) {
+    // Jobs overlapping [g0, g1), each for its part of the range.
+    size_t j = static_cast<size_t>(std::upper_bound(first_row.begin(), first_row.end(), g0) - first_row.begin()) - 1;
+    for (; j < jobs.size() && first_row[j] < g1; ++j) {
+      const MatmulJob& job = jobs[j];
+      const int64_t r0 = std::max(g0, first_row[j]) - first_row[j];
+      const int64_t r1 = std::min(g1, first_row[j + 1]) - first_row[j];
+      if (r1 > r0) matmul_rows(job.w, *job.x, job.x_first, job.n_tokens, job.y, job.y_stride, r0, r1);
+    }
+  };
+  if (one_token) {
+    pool.parallel_for_shares(total, kDecodeRowsPerStep, rows);
+  } else {
+    pool.parallel_for(total, 16, rows);
+  }
+}
+
 void matmul(const MatrixView& w, const QuantizedActivations& x, int64_t n_tokens, float* y, int64_t y_stride,
             ThreadPool& pool) {
-  // Rows are handed out in blocks; within a block every token reuses the rows while they are in cache.
-  auto rows = [&](int64_t r0, int64_t r1) { matmul_rows(w, x, 0, n_tokens, y, y_stride, r0, r1); };
-  if (n_tokens == 1) {
-    pool.parallel_for_shares(w.rows, kDecodeRowsPerStep, rows);  // streams weights: long runs
-  } else {
-    pool.parallel_for(w.rows, 16, rows);  // compute-bound: blocks every token reuses from cache
-  }
+  const MatmulJob job{w, &x, 0, n_tokens, y, y_stride};
+  matmul_batch({&job, 1}, pool);
 }
 
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {

@@ -11,22 +11,13 @@
 #include <cstring>
 
 #include "tensor/blocks.h"
+#include "tensor/x86/avx2_common.h"
 
 namespace strata::tensor::detail {
 namespace {
 
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 inline __m512i bcast256(const void* p) { return _mm512_broadcast_i64x4(load256(p)); }
-
-inline float hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // acc += per-lane integer dot of u (unsigned bytes) and s (signed bytes) times per-lane scales.
 // V: vpdpbusd lanes are sums of four products, |sum| < 2^15 for every format here, so each lane is

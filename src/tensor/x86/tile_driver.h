@@ -9,8 +9,21 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensor/blocks.h"
+
 namespace strata::tensor::detail {
 namespace {
+
+// Pointers to the blocks of M weight rows and N activation rows of a tile.
+template <typename Block, int M, int N>
+struct TileRows {
+  const Block* w[M];
+  const BlockQ8K* a[N];
+  TileRows(const uint8_t* vw, size_t ws, const uint8_t* va, size_t as) {
+    for (int m = 0; m < M; ++m) w[m] = reinterpret_cast<const Block*>(vw + m * ws);
+    for (int t = 0; t < N; ++t) a[t] = reinterpret_cast<const BlockQ8K*>(va + t * as);
+  }
+};
 
 template <typename K, int N>
 inline void tile_rows(int64_t n, const uint8_t* w, size_t ws, int64_t rows, const uint8_t* a, size_t as, float* y,

@@ -9,19 +9,11 @@
 #include <cstring>
 
 #include "tensor/blocks.h"
+#include "tensor/x86/avx2_common.h"
 #include "tensor/x86/tile_driver.h"
 
 namespace strata::tensor::detail {
 namespace {
-
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Sum of products of signed bytes, as 8 int32 lanes (each the sum of 4 products).
 inline __m256i dot_i8(__m256i x, __m256i y) {
@@ -53,8 +45,6 @@ inline __m256i bits32_to_0x10(const uint8_t* p) {
   return _mm256_and_si256(on, _mm256_set1_epi8(0x10));
 }
 
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
 // ---------------------------------------------------------------- float formats
 
@@ -70,7 +60,7 @@ float dot_f32(int64_t n, const void* vw, const void* va) {
     }
   }
   for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(a + i), acc[0]);
-  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  float sum = hsum256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
   for (; i < n; ++i) sum += w[i] * a[i];
   return sum;
 }
@@ -98,7 +88,7 @@ float dot_half(int64_t n, const void* vw, const void* va) {
     for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(load(w + i + 8 * k), load(a + i + 8 * k), acc[k]);
   }
   for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load(w + i), load(a + i), acc[0]);
-  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  float sum = hsum256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
   for (; i < n; ++i) sum += kBf16 ? bf2f(w[i]) * bf2f(a[i]) : h2f(w[i]) * h2f(a[i]);
   return sum;
 }
@@ -124,7 +114,7 @@ inline float dot_blocks32(int64_t nb, const WBlock* w, const ABlock* a, Unpack u
     const __m256i p0 = kSigned ? dot_i8(w0, a0) : dot_u8(w0, a0);
     acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), _mm256_cvtepi32_ps(p0), acc0);
   }
-  return hsum(_mm256_add_ps(acc0, acc1));
+  return hsum256(_mm256_add_ps(acc0, acc1));
 }
 
 float dot_q8_0(int64_t n, const void* vw, const void* va) {
@@ -182,21 +172,6 @@ float dot_q5_1(int64_t n, const void* vw, const void* va) {
 
 // ---------------------------------------------------------------- super-blocks against Q8_K
 
-// The sixteen Q3_K scales (6-bit value - 32) as signed bytes, unpacked in registers (writing them
-// to memory and reloading as a vector would stall on store forwarding).
-inline __m128i q3k_scales_i8(const uint8_t* s) {
-  uint32_t top;
-  std::memcpy(&top, s + 8, 4);
-  const __m128i lo8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s));
-  const __m128i m4 = _mm_set1_epi8(0x0f);
-  // Low 4 bits: bytes 0..7 low nibbles (scales 0..7), then their high nibbles (scales 8..15).
-  const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(lo8, m4), _mm_and_si128(_mm_srli_epi16(lo8, 4), m4));
-  // High 2 bits: scale j takes bits 2*(j/4) of byte 8 + j%4, i.e. dword j/4 of `top` shifted by 2*(j/4).
-  const __m128i t = _mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(top)), _mm_setr_epi32(0, 2, 4, 6));
-  const __m128i high = _mm_slli_epi16(_mm_and_si128(t, _mm_set1_epi8(3)), 4);
-  return _mm_sub_epi8(_mm_or_si128(low, high), _mm_set1_epi8(32));
-}
-
 // pshufb controls broadcasting int16 element k of a 128-bit lane across the lane.
 inline __m256i bcast16_ctrl(int k) { return _mm256_set1_epi16(static_cast<int16_t>((2 * k) | ((2 * k + 1) << 8))); }
 // Lane 0 gets int16 element k, lane 1 element k+1 (16-element groups: a 32-byte chunk spans two).
@@ -226,10 +201,9 @@ struct Q45K {
   static void run(int64_t n, const uint8_t* vw, size_t, const uint8_t* va, size_t as, float* y, int64_t ys) {
     static_assert(M == 1);
     constexpr int S = kChains<N>;
-    const auto* w = reinterpret_cast<const Block*>(vw);
-    const BlockQ8K* a[N];
-    #pragma GCC unroll 16
-    for (int t = 0; t < N; ++t) a[t] = reinterpret_cast<const BlockQ8K*>(va + t * as);
+    const TileRows<Block, 1, N> p(vw, 0, va, as);
+    const Block* w = p.w[0];
+    const auto& a = p.a;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[N], acc_m[N];
     #pragma GCC unroll 16
@@ -282,7 +256,7 @@ struct Q45K {
       }
     }
     #pragma GCC unroll 16
-    for (int t = 0; t < N; ++t) y[t * ys] = hsum(acc[t]) - hsum(acc_m[t]);
+    for (int t = 0; t < N; ++t) y[t * ys] = hsum256(acc[t]) - hsum256(acc_m[t]);
   }
 };
 
@@ -296,10 +270,9 @@ struct Q6K {
   static void run(int64_t n, const uint8_t* vw, size_t, const uint8_t* va, size_t as, float* y, int64_t ys) {
     static_assert(M == 1);
     constexpr int S = kChains<N>;
-    const auto* w = reinterpret_cast<const BlockQ6K*>(vw);
-    const BlockQ8K* a[N];
-    #pragma GCC unroll 16
-    for (int t = 0; t < N; ++t) a[t] = reinterpret_cast<const BlockQ8K*>(va + t * as);
+    const TileRows<BlockQ6K, 1, N> p(vw, 0, va, as);
+    const BlockQ6K* w = p.w[0];
+    const auto& a = p.a;
     const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     __m256 acc[N];
     #pragma GCC unroll 16
@@ -342,7 +315,7 @@ struct Q6K {
       }
     }
     #pragma GCC unroll 16
-    for (int t = 0; t < N; ++t) y[t * ys] = hsum(acc[t]);
+    for (int t = 0; t < N; ++t) y[t * ys] = hsum256(acc[t]);
   }
 };
 
@@ -394,7 +367,7 @@ float dot_q23_k(int64_t n, const void* vw, const void* va) {
     const __m256i sumi = _mm256_sub_epi32(_mm256_add_epi32(s0, s1), corr);
     acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(sumi), acc);
   }
-  return hsum(acc) - hsum(acc_m);
+  return hsum256(acc) - hsum256(acc_m);
 }
 
 float dot_iq4_xs(int64_t n, const void* vw, const void* va) {
@@ -419,7 +392,7 @@ float dot_iq4_xs(int64_t n, const void* vw, const void* va) {
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), acc);
   }
-  return hsum(acc);
+  return hsum256(acc);
 }
 
 }  // namespace

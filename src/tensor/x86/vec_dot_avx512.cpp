@@ -330,21 +330,6 @@ struct Blocks32 {
 
 // ---------------------------------------------------------------- super-blocks against Q8_K
 
-// The sixteen Q3_K scales (6-bit value - 32) as signed bytes, unpacked in registers (writing them
-// to memory and reloading as a vector would stall on store forwarding).
-inline __m128i q3k_scales_i8(const uint8_t* s) {
-  uint32_t top;
-  std::memcpy(&top, s + 8, 4);
-  const __m128i lo8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s));
-  const __m128i m4 = _mm_set1_epi8(0x0f);
-  // Low 4 bits: bytes 0..7 low nibbles (scales 0..7), then their high nibbles (scales 8..15).
-  const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(lo8, m4), _mm_and_si128(_mm_srli_epi16(lo8, 4), m4));
-  // High 2 bits: scale j takes bits 2*(j/4) of byte 8 + j%4, i.e. dword j/4 of `top` shifted by 2*(j/4).
-  const __m128i t = _mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(top)), _mm_setr_epi32(0, 2, 4, 6));
-  const __m128i high = _mm_slli_epi16(_mm_and_si128(t, _mm_set1_epi8(3)), 4);
-  return _mm_sub_epi8(_mm_or_si128(low, high), _mm_set1_epi8(32));
-}
-
 // Q3_K (kThree) / Q2_K. Per half h the 32 bytes qs[32h..] hold four 2-bit planes; chunk 2h takes
 // planes 0/1 (low/high 32 bytes), chunk 2h+1 planes 2/3.
 template <bool V, bool kThree, typename Block>

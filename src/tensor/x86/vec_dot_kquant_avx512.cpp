@@ -29,17 +29,6 @@ inline __m128i k4_scales_mins(const uint8_t* s) {
 }
 
 
-// Pointers to the blocks of M weight rows and N activation rows of a tile.
-template <typename Block, int M, int N>
-struct TileRows {
-  const Block* w[M];
-  const BlockQ8K* a[N];
-  TileRows(const uint8_t* vw, size_t ws, const uint8_t* va, size_t as) {
-    for (int m = 0; m < M; ++m) w[m] = reinterpret_cast<const Block*>(vw + m * ws);
-    for (int t = 0; t < N; ++t) a[t] = reinterpret_cast<const BlockQ8K*>(va + t * as);
-  }
-};
-
 // Integer partial sums per output: the 1 x 1 instance keeps two chains (even and odd chunks) for
 // instruction-level parallelism; tiles have enough independent chains already.
 template <int M, int N>
