@@ -25,6 +25,8 @@ Command add_worker(CLI::App& app) {
   cmd->add_option("--model-dir", o->model_dir, "folder of local GGUF files (matched by content hash)");
   cmd->add_option("--max-context", o->max_context, "refuse stages asking for more context per sequence (0: any)")
       ->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--max-sessions", o->max_sessions, "coordinators served at once")
+      ->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--session-timeout", o->session_timeout_s, "free a session not heard from for this many s")
       ->capture_default_str()->check(CLI::Range(1, 86400));
   return [o, token_file]() -> int {

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <new>
+
+#include "base/checked.h"
 
 namespace strata::memory {
 namespace {
@@ -13,9 +16,10 @@ size_t layers_with_cache(const KvConfig& c) {
 
 }  // namespace
 
-size_t KvCache::bytes_needed(const KvConfig& c) {
-  return layers_with_cache(c) * c.n_seq * static_cast<size_t>(c.n_ctx_per_seq) *
-         (static_cast<size_t>(c.n_embd_k) + c.n_embd_v) * sizeof(uint16_t);
+uint64_t KvCache::bytes_needed(const KvConfig& c) {
+  if (c.n_seq < 0 || c.n_ctx_per_seq < 0 || c.n_embd_k < 0 || c.n_embd_v < 0) return kSaturated;
+  return sat_mul(layers_with_cache(c), uint64_t(c.n_seq), uint64_t(c.n_ctx_per_seq),
+                 sat_add(uint64_t(c.n_embd_k), uint64_t(c.n_embd_v)), sizeof(uint16_t));
 }
 
 Result<KvCache> KvCache::create(const KvConfig& config) {
@@ -23,6 +27,11 @@ Result<KvCache> KvCache::create(const KvConfig& config) {
       static_cast<int32_t>(config.layer_has_kv.size()) != config.n_layer) {
     return make_error("KV cache: bad configuration (n_seq {}, n_ctx_per_seq {}, {} layer flags for {} layers)",
                       config.n_seq, config.n_ctx_per_seq, config.layer_has_kv.size(), config.n_layer);
+  }
+  const uint64_t bytes = bytes_needed(config);
+  if (bytes == kSaturated || bytes > std::numeric_limits<size_t>::max() / 2) {
+    return make_error("KV cache: {} layers x {} sequences x {} cells is too large", layers_with_cache(config),
+                      config.n_seq, config.n_ctx_per_seq);
   }
   KvCache c;
   c.config_ = config;

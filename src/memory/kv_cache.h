@@ -22,7 +22,8 @@ struct KvConfig {
 class KvCache {
  public:
   static Result<KvCache> create(const KvConfig& config);
-  static size_t bytes_needed(const KvConfig& config);
+  // Saturates (kSaturated) instead of overflowing: the sizes come from outside input.
+  static uint64_t bytes_needed(const KvConfig& config);
 
   const KvConfig& config() const { return config_; }
   size_t bytes() const { return (k_.size() + v_.size()) * sizeof(uint16_t); }

@@ -2,18 +2,23 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <new>
+
+#include "base/checked.h"
 
 namespace strata::memory {
 
-size_t RecurrentState::bytes_per_layer_seq(const RecurrentConfig& c) {
-  return (static_cast<size_t>(c.conv_rows) * c.conv_channels +
-          static_cast<size_t>(c.n_heads) * c.head_k_dim * c.head_v_dim) * sizeof(float);
+uint64_t RecurrentState::bytes_per_layer_seq(const RecurrentConfig& c) {
+  if (c.conv_rows < 0 || c.conv_channels < 0 || c.n_heads < 0 || c.head_k_dim < 0 || c.head_v_dim < 0) return kSaturated;
+  return sat_mul(sat_add(sat_mul(uint64_t(c.conv_rows), uint64_t(c.conv_channels)),
+                         sat_mul(uint64_t(c.n_heads), uint64_t(c.head_k_dim), uint64_t(c.head_v_dim))),
+                 sizeof(float));
 }
 
-size_t RecurrentState::bytes_needed(const RecurrentConfig& c) {
-  const size_t layers = static_cast<size_t>(std::count(c.layer_has_state.begin(), c.layer_has_state.end(), 1));
-  return layers * static_cast<size_t>(std::max(c.n_seq, 0)) * bytes_per_layer_seq(c);
+uint64_t RecurrentState::bytes_needed(const RecurrentConfig& c) {
+  const uint64_t layers = static_cast<uint64_t>(std::count(c.layer_has_state.begin(), c.layer_has_state.end(), 1));
+  return sat_mul(layers, uint64_t(std::max(c.n_seq, 0)), bytes_per_layer_seq(c));
 }
 
 Result<RecurrentState> RecurrentState::create(const RecurrentConfig& config) {
@@ -22,6 +27,10 @@ Result<RecurrentState> RecurrentState::create(const RecurrentConfig& config) {
       static_cast<int32_t>(config.layer_has_state.size()) != config.n_layer) {
     return make_error("recurrent state: bad configuration (n_seq {}, {} layer flags for {} layers)", config.n_seq,
                       config.layer_has_state.size(), config.n_layer);
+  }
+  if (bytes_needed(config) > std::numeric_limits<size_t>::max() / 2) {
+    return make_error("recurrent state: {} sequences of {} bytes per layer is too large", config.n_seq,
+                      bytes_per_layer_seq(config));
   }
   RecurrentState s;
   s.config_ = config;

@@ -36,8 +36,9 @@ class RecurrentState {
  public:
   static Result<RecurrentState> create(const RecurrentConfig& config);
   // Bytes of one layer's state for one sequence.
-  static size_t bytes_per_layer_seq(const RecurrentConfig& config);
-  static size_t bytes_needed(const RecurrentConfig& config);
+  // Both saturate (kSaturated) instead of overflowing.
+  static uint64_t bytes_per_layer_seq(const RecurrentConfig& config);
+  static uint64_t bytes_needed(const RecurrentConfig& config);
 
   const RecurrentConfig& config() const { return config_; }
   size_t bytes() const { return (conv_.size() + ssm_.size()) * sizeof(float); }

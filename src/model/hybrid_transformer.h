@@ -3,6 +3,7 @@
 // pre-RMSNorm and a residual add. qwen35, qwen35moe and qwen3next are this layer with other options.
 #pragma once
 
+#include "base/checked.h"
 #include "model/declare.h"
 #include "model/gated_delta_net.h"
 #include "model/moe.h"
@@ -57,7 +58,7 @@ class HybridTransformer final : public Architecture {
 
   uint64_t recurrent_state_bytes(const HParams& hp, int il, int32_t n_seq) const override {
     if (!hp.is_recurrent(il)) return 0;
-    return memory::RecurrentState::bytes_per_layer_seq(recurrent_config(hp, {}, 1)) * static_cast<uint64_t>(n_seq);
+    return sat_mul(memory::RecurrentState::bytes_per_layer_seq(recurrent_config(hp, {}, 1)), static_cast<uint64_t>(n_seq));
   }
 
  private:

@@ -51,11 +51,21 @@ Status StageRunner::validate(const Batch& b, bool check_tokens, bool again) cons
       static_cast<int64_t>(b.logits.size()) != n) {
     return make_error("batch arrays differ in length");
   }
+  for (int64_t i = 0; i < n; ++i) {
+    if (b.seq[i] < 0 || b.seq[i] >= n_seq) return make_error("sequence {} out of range [0, {})", b.seq[i], n_seq);
+  }
   std::vector<int32_t> next(n_seq);
   for (int32_t s = 0; s < n_seq; ++s) next[s] = kv_.n_past(s);
   if (again) {
-    for (int64_t i = 0; i < n; ++i) {
-      if (b.seq[i] >= 0 && b.seq[i] < n_seq) --next[b.seq[i]];
+    // The batch's rows were recorded by this node's earlier hop: each sequence starts that many back.
+    std::vector<int32_t> rows(n_seq, 0);
+    for (int64_t i = 0; i < n; ++i) ++rows[b.seq[i]];
+    for (int32_t s = 0; s < n_seq; ++s) {
+      if (rows[s] > next[s]) {
+        return make_error("sequence {}: a continued hop brings {} rows but this node recorded only {} positions", s,
+                          rows[s], next[s]);
+      }
+      next[s] -= rows[s];
     }
   }
   const int32_t n_vocab = model_->hparams().n_vocab;
@@ -63,8 +73,7 @@ Status StageRunner::validate(const Batch& b, bool check_tokens, bool again) cons
     if (check_tokens && (b.tokens[i] < 0 || b.tokens[i] >= n_vocab)) {
       return make_error("token id {} out of range [0, {})", b.tokens[i], n_vocab);
     }
-    if (b.seq[i] < 0 || b.seq[i] >= n_seq) return make_error("sequence {} out of range [0, {})", b.seq[i], n_seq);
-    if (b.pos[i] != next[b.seq[i]]) {
+    if (b.pos[i] < 0 || b.pos[i] != next[b.seq[i]]) {
       return make_error("sequence {} expects position {}, got {}", b.seq[i], next[b.seq[i]], b.pos[i]);
     }
     if (b.pos[i] >= config_.n_ctx_per_seq) {

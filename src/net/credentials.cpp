@@ -55,8 +55,8 @@ Result<std::shared_ptr<grpc::ChannelCredentials>> channel_credentials(const Link
 Result<std::shared_ptr<grpc::Channel>> make_channel(const std::string& endpoint, const LinkSecurity& s) {
   STRATA_ASSIGN(auto creds, channel_credentials(s));
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetMaxReceiveMessageSize(kMaxReplyBytes);
+  args.SetMaxSendMessageSize(kMaxRequestBytes);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   // Reconnect quickly once a restarted worker is back.

@@ -35,7 +35,12 @@ grpc::Status check_token(const grpc::ServerContext& ctx, const std::string& toke
 // Loopback addresses may listen without a token.
 bool is_loopback_host(const std::string& host);
 
-// Largest message on a node link: logits of a full batch.
-inline constexpr int kMaxMessageBytes = 1 << 30;
+// Largest message a worker accepts: unary requests are read whole before the handler runs (and
+// before it can check the token), so they stay small; bulk data (tensors, hidden states) comes in
+// streams of kChunkBytes messages, read only after the token check.
+inline constexpr int kMaxRequestBytes = 8 << 20;
+inline constexpr size_t kChunkBytes = 4 << 20;
+// Largest reply a node accepts from a worker it called: logits of a full batch.
+inline constexpr int kMaxReplyBytes = 1 << 30;
 
 }  // namespace strata::net

@@ -2,12 +2,12 @@
 
 #include <chrono>
 
+#include "net/forward_stream.h"
 #include "net/stage_spec.h"
 
 namespace strata::net {
 namespace {
 
-constexpr size_t kChunkBytes = 4 << 20;
 // Loading streams whole tensors: allow an hour for it, far beyond a LAN's needs.
 constexpr int32_t kLoadTimeoutMs = 3600 * 1000;
 
@@ -104,11 +104,11 @@ Result<uint64_t> RemoteNode::load(const v1::StageSpec& spec, const gguf::File& m
   return progress.bytes_sent;
 }
 
-Result<v1::ForwardReply> RemoteNode::forward(const v1::ForwardRequest& request) {
+Result<v1::ForwardReply> RemoteNode::forward(const v1::ForwardRequest& head, std::string_view hidden) {
   grpc::ClientContext ctx;
   prepare(ctx, timeout_ms_);
   v1::ForwardReply reply;
-  grpc::Status s = stub_->Forward(&ctx, request, &reply);
+  grpc::Status s = send_forward(*stub_, ctx, head, hidden, &reply);
   if (!s.ok()) return failure("Forward", s);
   return reply;
 }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -42,7 +43,8 @@ class RemoteNode {
   // Returns the bytes sent over the network.
   Result<uint64_t> load(const v1::StageSpec& spec, const gguf::File& model_file,
                         const std::function<void(const LoadProgress&)>& on_progress);
-  Result<v1::ForwardReply> forward(const v1::ForwardRequest& request);
+  // `head` holds the hops and rows; `hidden` (rows x n_embd f32) goes in chunks (see forward_stream.h).
+  Result<v1::ForwardReply> forward(const v1::ForwardRequest& head, std::string_view hidden);
   Status seq_op(const std::string& session, v1::SeqOpRequest::Op op, int32_t seq, int32_t p0, int32_t dst);
   // True when the worker still holds the session.
   Result<bool> ping(const std::string& session);

@@ -2,11 +2,17 @@
 
 #include <cstring>
 
+#include "base/checked.h"
 #include "memory/kv_cache.h"
 #include "net/model_identity.h"
 
 namespace strata::net {
 namespace {
+
+// Bounds on what one session may hold (a worker keeps at most --max-sessions of them).
+constexpr size_t kMaxMetadataBytes = 4 << 20;
+constexpr int kMaxTensors = 100000;
+constexpr int kMaxForwardTargets = 256;
 
 bool is_hex_sha256(const std::string& s) {
   if (s.size() != 64) return false;
@@ -24,10 +30,12 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec) {
   p.session = spec.session();
   if (!is_hex_sha256(spec.model_sha256())) return make_error("model_sha256 must be 64 lowercase hex digits");
   p.model_sha256 = spec.model_sha256();
-  if (spec.metadata().size() > (64u << 20)) return make_error("metadata of {} bytes is too large", spec.metadata().size());
+  if (spec.metadata().size() > kMaxMetadataBytes) {
+    return make_error("metadata of {} bytes is too large (at most {})", spec.metadata().size(), kMaxMetadataBytes);
+  }
   const auto* bytes = reinterpret_cast<const uint8_t*>(spec.metadata().data());
   STRATA_ASSIGN(p.metadata, gguf::File::from_bytes({bytes, spec.metadata().size()}, "metadata from coordinator"));
-  if (spec.all_tensors_size() > 1000000) return make_error("{} tensors is too many", spec.all_tensors_size());
+  if (spec.all_tensors_size() > kMaxTensors) return make_error("{} tensors is too many", spec.all_tensors_size());
   std::map<std::string, gguf::TensorInfo> by_name;
   for (const v1::TensorSpec& t : spec.all_tensors()) {
     STRATA_ASSIGN(gguf::TensorInfo info, from_proto(t));
@@ -37,8 +45,16 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec) {
   for (const std::string& name : spec.stage_tensors()) {
     auto it = by_name.find(name);
     if (it == by_name.end()) return make_error("stage tensor '{}' is not a tensor of the model", name);
-    p.weight_bytes += it->second.nbytes;
-    p.stage_tensors.emplace(name, it->second);
+    if (!p.stage_tensors.emplace(name, it->second).second) return make_error("stage tensor '{}' listed twice", name);
+    p.weight_bytes = sat_add(p.weight_bytes, it->second.nbytes);
+  }
+  if (spec.forward_to_size() > kMaxForwardTargets) return make_error("{} forward targets is too many", spec.forward_to_size());
+  for (const std::string& endpoint : spec.forward_to()) {
+    auto parsed = plan::parse_rpc_list(endpoint);
+    if (endpoint.size() > 255 || !parsed.ok() || parsed->size() != 1) {
+      return make_error("forward target '{}' is not a host:port", endpoint.substr(0, 64));
+    }
+    p.forward_to.insert(endpoint);
   }
   const auto embd = by_name.find("token_embd.weight");
   STRATA_ASSIGN(model::HParams hp, model::load_hparams(*p.metadata, embd == by_name.end() ? nullptr : &embd->second));
@@ -64,7 +80,7 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec) {
   kv.layer_has_kv = p.owned;
   for (int il = 0; il < hp.n_layer; ++il) {
     kv.layer_has_kv[il] = p.owned[il] && arch->layer_has_kv(hp, il);
-    if (p.owned[il]) p.state_bytes += arch->recurrent_state_bytes(hp, il, p.n_seq);
+    if (p.owned[il]) p.state_bytes = sat_add(p.state_bytes, arch->recurrent_state_bytes(hp, il, p.n_seq));
   }
   kv.n_embd_k = hp.n_embd_k_gqa();
   kv.n_embd_v = hp.n_embd_v_gqa();
@@ -137,6 +153,9 @@ v1::StageSpec make_stage_spec(const model::Model& model, const plan::Plan& plan,
   spec.set_n_ctx_per_seq(request.n_ctx / request.n_seq);
   spec.set_n_batch(request.n_batch);
   spec.set_threads(threads);
+  for (size_t n = 1; n < plan.nodes.size(); ++n) {
+    if (static_cast<int32_t>(n) != node) spec.add_forward_to(plan.nodes[n].endpoint);
+  }
   return spec;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,7 +15,8 @@
 
 namespace strata::net {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+// 2: Forward is a client stream; StageSpec names the endpoints a worker may forward to.
+inline constexpr uint32_t kProtocolVersion = 2;
 
 struct ParsedStage {
   std::string session;
@@ -28,6 +30,7 @@ struct ParsedStage {
   uint64_t weight_bytes = 0;
   uint64_t kv_bytes = 0;
   uint64_t state_bytes = 0;  // recurrent state of the owned linear-attention layers
+  std::set<std::string> forward_to;  // the only endpoints this stage may forward hidden states to
 };
 
 // Validates every field: ids, hash format, metadata, tensor shapes, layer indices, sizes.

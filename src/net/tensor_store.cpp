@@ -90,18 +90,22 @@ Result<std::shared_ptr<const MappedFile>> TensorStore::map_cached(const std::str
   return MappedFile::open(cached_path(sha256, t.name));
 }
 
-uint64_t TensorStore::bytes_written(const std::string& sha256, const std::string& name) const {
-  std::lock_guard lock(mu_);
-  auto it = partial_.find(cached_path(sha256, name) + ".partial");
-  return it == partial_.end() ? 0 : it->second;
+TensorStore::Upload::Upload(TensorStore& store) : store_(store) {
+  std::lock_guard lock(store.mu_);
+  id_ = store.next_upload_++;
 }
 
-Status TensorStore::write_chunk(const std::string& sha256, const gguf::TensorInfo& t, uint64_t offset,
-                                const std::string& bytes) {
-  const std::string final_path = cached_path(sha256, t.name);
-  const std::string partial = final_path + ".partial";
-  std::lock_guard lock(mu_);
-  uint64_t& written = partial_[partial];
+TensorStore::Upload::~Upload() {
+  std::error_code ec;
+  for (const auto& [path, written] : partial_) fs::remove(path, ec);
+}
+
+Status TensorStore::Upload::write_chunk(const std::string& sha256, const gguf::TensorInfo& t, uint64_t offset,
+                                        const std::string& bytes) {
+  const std::string final_path = store_.cached_path(sha256, t.name);
+  const std::string partial = fmt::format("{}.partial-{}-{}", final_path, ::getpid(), id_);
+  auto it = partial_.find(partial);
+  const uint64_t written = offset == 0 || it == partial_.end() ? 0 : it->second;
   if (offset != written) {
     return make_error("tensor '{}': chunk at offset {} but {} bytes were received so far", t.name, offset, written);
   }
@@ -113,11 +117,11 @@ Status TensorStore::write_chunk(const std::string& sha256, const gguf::TensorInf
   std::ofstream out(partial, offset == 0 ? std::ios::binary | std::ios::trunc : std::ios::binary | std::ios::app);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();
+  partial_[partial] = written + bytes.size();
   if (!out) return make_error("cache: cannot write {}", partial);
-  written += bytes.size();
-  if (written == t.nbytes) {
-    fs::rename(partial, final_path, ec);
+  if (written + bytes.size() == t.nbytes) {
     partial_.erase(partial);
+    fs::rename(partial, final_path, ec);
     if (ec) return make_error("cache: cannot rename {}: {}", partial, ec.message());
   }
   return {};

@@ -41,9 +41,23 @@ class TensorStore {
   bool has_cached(const std::string& sha256, const gguf::TensorInfo& t) const;
   Result<std::shared_ptr<const MappedFile>> map_cached(const std::string& sha256, const gguf::TensorInfo& t) const;
 
-  // Incoming tensor bytes, written sequentially to a temporary file and renamed when complete.
-  Status write_chunk(const std::string& sha256, const gguf::TensorInfo& t, uint64_t offset, const std::string& bytes);
-  uint64_t bytes_written(const std::string& sha256, const std::string& name) const;
+  // The tensors one PushTensors stream is receiving. Each is written sequentially to a temporary file
+  // of the upload's own and renamed into the cache when complete; whatever is incomplete when the
+  // upload ends (the stream broke) is deleted, so a retry starts afresh.
+  class Upload {
+   public:
+    explicit Upload(TensorStore& store);
+    ~Upload();
+    Upload(const Upload&) = delete;
+    Upload& operator=(const Upload&) = delete;
+    // A chunk at offset 0 (re)starts the tensor; any other offset must continue where it stopped.
+    Status write_chunk(const std::string& sha256, const gguf::TensorInfo& t, uint64_t offset, const std::string& bytes);
+
+   private:
+    TensorStore& store_;
+    uint64_t id_;
+    std::map<std::string, uint64_t> partial_;  // temporary path -> bytes written
+  };
 
  private:
   std::string cached_path(const std::string& sha256, const std::string& name) const;
@@ -51,7 +65,7 @@ class TensorStore {
   std::string cache_dir_, model_dir_;
   mutable std::mutex mu_;
   std::map<std::string, std::string> models_;  // sha256 -> path
-  std::map<std::string, uint64_t> partial_;    // partial path -> bytes written
+  uint64_t next_upload_ = 0;
 };
 
 }  // namespace strata::net

@@ -10,10 +10,16 @@
 #include "net/worker_service.h"
 
 namespace strata::net {
+namespace {
+
+constexpr int kMaxCallThreads = 64;
+
+}  // namespace
 
 Status run_worker(const WorkerOptions& options) {
   if (options.port < 0 || options.port > 65535) return make_error("port {} out of range 0..65535", options.port);
   if (options.session_timeout_s < 1) return make_error("session timeout must be at least 1 s");
+  if (options.max_sessions < 1) return make_error("--max-sessions must be at least 1");
   if (!is_loopback_host(options.host) && options.security.token.empty() && !options.insecure) {
     return make_error("refusing to listen on {} without a token: give --token/--token-file, or --insecure to accept "
                       "anyone who can reach the port",
@@ -34,8 +40,13 @@ Status run_worker(const WorkerOptions& options) {
   const std::string host = options.host.find(':') != std::string::npos && options.host.front() != '['
                                ? "[" + options.host + "]" : options.host;
   builder.AddListeningPort(host + ":" + std::to_string(options.port), creds, &port);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  builder.SetMaxSendMessageSize(kMaxReplyBytes);
+  // Bounds what unauthenticated peers can make the worker hold: at most this many calls at once,
+  // each with one message of at most kMaxRequestBytes.
+  grpc::ResourceQuota quota("strata-worker");
+  quota.SetMaxThreads(kMaxCallThreads);
+  builder.SetResourceQuota(quota);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) return make_error("cannot listen on {}:{}", options.host, options.port);

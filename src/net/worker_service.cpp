@@ -6,7 +6,9 @@
 #include <set>
 
 #include "base/system.h"
+#include "base/checked.h"
 #include "net/candidates.h"
+#include "net/forward_stream.h"
 #include "net/model_identity.h"
 #include "net/stage_spec.h"
 
@@ -26,6 +28,7 @@ struct WorkerService::Session {
   ParsedStage stage;
   std::string local_path;  // a local copy of the model, when the model dir has one
   std::unique_ptr<model::StageRunner> runner;
+  std::map<std::string, std::shared_ptr<v1::Worker::Stub>> next_hops;  // endpoints of stage.forward_to
   std::chrono::steady_clock::time_point last_seen = std::chrono::steady_clock::now();
 };
 
@@ -66,9 +69,10 @@ std::shared_ptr<WorkerService::Session> WorkerService::find(const std::string& i
   return it->second;
 }
 
-std::shared_ptr<v1::Worker::Stub> WorkerService::stub_for(const std::string& endpoint) {
-  std::lock_guard lock(mu_);
-  auto& stub = stubs_[endpoint];
+std::shared_ptr<v1::Worker::Stub> WorkerService::next_hop(Session& session, const std::string& endpoint) {
+  std::lock_guard lock(session.mu);
+  if (session.stage.forward_to.count(endpoint) == 0) return nullptr;
+  auto& stub = session.next_hops[endpoint];
   if (!stub) {
     auto channel = make_channel(endpoint, options_.security);
     if (!channel.ok()) return nullptr;
@@ -119,7 +123,7 @@ Status WorkerService::PrepareStage(grpc::ServerContext* ctx, const v1::StageSpec
   reply->set_missing_bytes(missing_bytes);
   const MemoryFacts mem = read_memory_facts();
   const ParsedStage& st = session->stage;
-  if (st.weight_bytes + st.kv_bytes + st.state_bytes > mem.available) {
+  if (sat_add(sat_add(st.weight_bytes, st.kv_bytes), st.state_bytes) > mem.available) {
     return error_status(StatusCode::RESOURCE_EXHAUSTED,
                         fmt::format("stage needs {} bytes of weights, {} of KV cache and {} of recurrent state; {} available",
                                     st.weight_bytes, st.kv_bytes, st.state_bytes, mem.available));
@@ -127,6 +131,10 @@ Status WorkerService::PrepareStage(grpc::ServerContext* ctx, const v1::StageSpec
   spdlog::info("worker: session {} prepared: {} tensors ({} bytes), {} missing, source: {}", spec->session(),
                session->stage.stage_tensors.size(), session->stage.weight_bytes, reply->missing_size(), reply->source());
   std::lock_guard lock(mu_);
+  if (!sessions_.count(spec->session()) && static_cast<int32_t>(sessions_.size()) >= options_.max_sessions) {
+    return error_status(StatusCode::RESOURCE_EXHAUSTED,
+                        fmt::format("this worker already serves {} coordinators (--max-sessions)", sessions_.size()));
+  }
   sessions_[spec->session()] = std::move(session);
   return Status::OK;
 }
@@ -135,6 +143,7 @@ Status WorkerService::PushTensors(grpc::ServerContext* ctx, grpc::ServerReader<v
                                   v1::PushReply* reply) {
   if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
   v1::TensorChunk chunk;
+  TensorStore::Upload upload(store_);
   uint64_t received = 0;
   int32_t completed = 0;
   while (reader->Read(&chunk)) {
@@ -146,7 +155,7 @@ Status WorkerService::PushTensors(grpc::ServerContext* ctx, grpc::ServerReader<v
       return error_status(StatusCode::INVALID_ARGUMENT, "tensor '" + chunk.name() + "' is not part of this stage");
     }
     const std::string& sha = session->stage.model_sha256;
-    auto s = store_.write_chunk(sha, it->second, chunk.offset(), chunk.data());
+    auto s = upload.write_chunk(sha, it->second, chunk.offset(), chunk.data());
     if (!s.ok()) return invalid(s.error());
     received += chunk.data().size();
     if (store_.has_cached(sha, it->second)) ++completed;
@@ -175,67 +184,93 @@ Status WorkerService::LoadStage(grpc::ServerContext* ctx, const v1::StageSpec* s
   return Status::OK;
 }
 
-Status WorkerService::Forward(grpc::ServerContext* ctx, const v1::ForwardRequest* req, v1::ForwardReply* reply) {
-  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
-  auto session = find(req->hop().session());
+Status WorkerService::Forward(grpc::ServerContext* ctx, grpc::ServerReader<v1::ForwardRequest>* reader,
+                              v1::ForwardReply* reply) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;  // before any message is read
+  v1::ForwardRequest req;
+  if (!reader->Read(&req)) return error_status(StatusCode::INVALID_ARGUMENT, "empty Forward stream");
+  auto session = find(req.hop().session());
   if (!session) {
-    return error_status(StatusCode::NOT_FOUND, "unknown session '" + req->hop().session() + "' (worker restarted?)");
+    return error_status(StatusCode::NOT_FOUND, "unknown session '" + req.hop().session() + "' (worker restarted?)");
   }
   std::vector<float> hidden;
   {
     std::lock_guard lock(session->mu);
     if (!session->runner) return error_status(StatusCode::FAILED_PRECONDITION, "session has no loaded stage");
     model::StageRunner& runner = *session->runner;
-    auto batch = batch_from_request(*req, runner);
+    if (req.pos_size() < 1 || req.pos_size() > runner.config().n_batch) {
+      return error_status(StatusCode::INVALID_ARGUMENT,
+                          fmt::format("{} rows out of range 1..{}", req.pos_size(), runner.config().n_batch));
+    }
+    // The rest of the hidden state, never more than the rows need.
+    const size_t want = static_cast<size_t>(req.pos_size()) * runner.model().hparams().n_embd * sizeof(float);
+    const size_t max_messages = want / kChunkBytes + 2;
+    v1::ForwardRequest more;
+    for (size_t m = 1; reader->Read(&more); ++m) {
+      if (m >= max_messages || more.hidden().size() > want - std::min(want, req.hidden().size())) {
+        return error_status(StatusCode::INVALID_ARGUMENT, "hidden state longer than the rows need");
+      }
+      req.mutable_hidden()->append(more.hidden());
+    }
+    auto batch = batch_from_request(req, runner);
     if (!batch.ok()) return invalid(batch.error());
-    if (auto s = runner.validate(*batch, false, req->hop().again()); !s.ok()) return invalid(s.error());
-    hidden.resize(req->hidden().size() / sizeof(float));
-    std::memcpy(hidden.data(), req->hidden().data(), req->hidden().size());
-    if (auto s = runner.run_layers(*batch, req->hop().first_layer(), req->hop().end_layer(), hidden.data()); !s.ok()) {
+    if (auto s = runner.validate(*batch, false, req.hop().again()); !s.ok()) return invalid(s.error());
+    hidden.resize(req.hidden().size() / sizeof(float));
+    std::memcpy(hidden.data(), req.hidden().data(), req.hidden().size());
+    if (auto s = runner.run_layers(*batch, req.hop().first_layer(), req.hop().end_layer(), hidden.data()); !s.ok()) {
       return invalid(s.error());
     }
-    if (req->hop().output()) {
-      if (req->next_size() > 0) return error_status(StatusCode::INVALID_ARGUMENT, "the output hop must be the last");
+    if (req.hop().output()) {
+      if (req.next_size() > 0) return error_status(StatusCode::INVALID_ARGUMENT, "the output hop must be the last");
       if (!runner.config().output) return error_status(StatusCode::INVALID_ARGUMENT, "this stage has no output head");
       const std::vector<float> logits = runner.logits(*batch, hidden.data());
-      if (req->top_k() > 0) {
+      if (req.top_k() > 0) {
         const int32_t n_vocab = runner.model().hparams().n_vocab;
         reply->set_candidates(pack_candidates(logits.data(), static_cast<int64_t>(logits.size()) / n_vocab, n_vocab,
-                                              req->top_k()));
+                                              req.top_k()));
       } else {
         reply->set_logits(logits.data(), logits.size() * sizeof(float));
       }
       return Status::OK;
     }
   }
-  if (req->next_size() == 0) {
+  if (req.next_size() == 0) {
     reply->set_hidden(hidden.data(), hidden.size() * sizeof(float));
     return Status::OK;
   }
-  // Straight to the next stage's worker; the reply comes back along the chain.
-  const v1::Hop& next = req->next(0);
-  auto stub = stub_for(next.endpoint());
-  if (!stub) return error_status(StatusCode::INVALID_ARGUMENT, "bad next endpoint '" + next.endpoint() + "'");
-  v1::ForwardRequest onward;
-  *onward.mutable_hop() = next;
-  for (int i = 1; i < req->next_size(); ++i) *onward.add_next() = req->next(i);
-  *onward.mutable_pos() = req->pos();
-  *onward.mutable_seq() = req->seq();
-  onward.set_want_logits(req->want_logits());
-  onward.set_top_k(req->top_k());
-  onward.set_hidden(hidden.data(), hidden.size() * sizeof(float));
+  return forward_onward(*ctx, *session, req, hidden, reply);
+}
+
+// Straight to the next stage's worker (one the session's plan names); the reply comes back along
+// the chain. The caller's token goes with it.
+Status WorkerService::forward_onward(grpc::ServerContext& ctx, Session& session, const v1::ForwardRequest& req,
+                                     const std::vector<float>& hidden, v1::ForwardReply* reply) {
+  const v1::Hop& next = req.next(0);
+  auto stub = next_hop(session, next.endpoint());
+  if (!stub) {
+    return error_status(StatusCode::PERMISSION_DENIED,
+                        "next hop '" + next.endpoint().substr(0, 64) + "' is not a worker of this session's plan");
+  }
+  v1::ForwardRequest head;
+  *head.mutable_hop() = next;
+  for (int i = 1; i < req.next_size(); ++i) *head.add_next() = req.next(i);
+  *head.mutable_pos() = req.pos();
+  *head.mutable_seq() = req.seq();
+  head.set_want_logits(req.want_logits());
+  head.set_top_k(req.top_k());
+  const std::string_view bytes(reinterpret_cast<const char*>(hidden.data()), hidden.size() * sizeof(float));
   auto call = [&](bool wait_for_ready) {
-    auto client = grpc::ClientContext::FromServerContext(*ctx);
-    const auto& md = ctx->client_metadata();
+    auto client = grpc::ClientContext::FromServerContext(ctx);
+    const auto& md = ctx.client_metadata();
     if (auto it = md.find("authorization"); it != md.end()) {
       client->AddMetadata("authorization", std::string(it->second.data(), it->second.size()));
     }
     if (wait_for_ready) {
       // A next worker that just restarted: give the channel one reconnect, within the caller's deadline.
       client->set_wait_for_ready(true);
-      client->set_deadline(std::min(ctx->deadline(), std::chrono::system_clock::now() + std::chrono::milliseconds(2500)));
+      client->set_deadline(std::min(ctx.deadline(), std::chrono::system_clock::now() + std::chrono::milliseconds(2500)));
     }
-    return stub->Forward(client.get(), onward, reply);
+    return send_forward(*stub, *client, head, bytes, reply);
   };
   Status s = call(false);
   if (s.error_code() == StatusCode::UNAVAILABLE) s = call(true);

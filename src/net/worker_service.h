@@ -28,6 +28,7 @@ struct WorkerOptions {
   std::string model_dir;      // local GGUF files, found by content hash
   int32_t session_timeout_s = 60;
   int32_t max_context = 0;    // largest context per sequence a stage may ask for (0: any)
+  int32_t max_sessions = 8;   // coordinators served at once; each session holds a stage and its metadata
 };
 
 class WorkerService final : public v1::Worker::Service {
@@ -39,7 +40,7 @@ class WorkerService final : public v1::Worker::Service {
   grpc::Status PrepareStage(grpc::ServerContext*, const v1::StageSpec*, v1::PrepareReply*) override;
   grpc::Status PushTensors(grpc::ServerContext*, grpc::ServerReader<v1::TensorChunk>*, v1::PushReply*) override;
   grpc::Status LoadStage(grpc::ServerContext*, const v1::StageSpec*, v1::LoadReply*) override;
-  grpc::Status Forward(grpc::ServerContext*, const v1::ForwardRequest*, v1::ForwardReply*) override;
+  grpc::Status Forward(grpc::ServerContext*, grpc::ServerReader<v1::ForwardRequest>*, v1::ForwardReply*) override;
   grpc::Status SeqOp(grpc::ServerContext*, const v1::SeqOpRequest*, v1::SeqOpReply*) override;
   grpc::Status Ping(grpc::ServerContext*, const v1::SessionRef*, v1::PingReply*) override;
   grpc::Status EndSession(grpc::ServerContext*, const v1::SessionRef*, v1::PingReply*) override;
@@ -49,14 +50,16 @@ class WorkerService final : public v1::Worker::Service {
  private:
   struct Session;
   std::shared_ptr<Session> find(const std::string& id);
-  std::shared_ptr<v1::Worker::Stub> stub_for(const std::string& endpoint);
+  // The link to a next hop; null unless the session's plan names that endpoint.
+  std::shared_ptr<v1::Worker::Stub> next_hop(Session& session, const std::string& endpoint);
+  grpc::Status forward_onward(grpc::ServerContext& ctx, Session& session, const v1::ForwardRequest& req,
+                              const std::vector<float>& hidden, v1::ForwardReply* reply);
   void reap_idle_sessions();
 
   WorkerOptions options_;
   TensorStore store_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;
-  std::map<std::string, std::shared_ptr<v1::Worker::Stub>> stubs_;
   std::atomic<bool> stop_{false};
   std::thread reaper_;
 };

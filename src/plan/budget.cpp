@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "base/checked.h"
 #include "memory/kv_cache.h"
 #include "plan/internal.h"
 
@@ -15,8 +16,6 @@ bool has_tensor(const model::Model& model, std::string_view name) {
   return std::any_of(model.tensors().begin(), model.tensors().end(),
                      [&](const model::Model::Tensor& t) { return t.decl.name == name; });
 }
-
-uint64_t sat_add(uint64_t a, uint64_t b) { return a > kUnlimited - b ? kUnlimited : a + b; }
 
 bool fits(const std::vector<Node>& nodes, const std::vector<NodeBytes>& bytes) {
   for (size_t n = 0; n < nodes.size(); ++n) {

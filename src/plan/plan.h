@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/checked.h"
 #include "base/result.h"
 #include "model/model.h"
 
@@ -43,7 +44,7 @@ struct NodeBytes {
   uint64_t kv = 0;
   uint64_t state = 0;    // recurrent state (conv + delta-rule matrices)
   uint64_t scratch = 0;  // activations of the largest batch (formula below)
-  uint64_t total() const { return weights + kv + state + scratch; }
+  uint64_t total() const { return sat_add(sat_add(weights, kv), sat_add(state, scratch)); }
 };
 
 // Scratch estimate per node, for the largest batch (n_batch tokens), in f32:

@@ -246,9 +246,9 @@ Result<std::vector<float>> Engine::run_hops(const model::Batch& batch, std::vect
       req.add_seq(batch.seq[t]);
     }
     req.set_want_logits(std::string(batch.logits.begin(), batch.logits.end()));
-    req.set_hidden(hidden.data(), hidden.size() * sizeof(float));
     if (top_k > 0) req.set_top_k(static_cast<uint32_t>(top_k));
-    STRATA_ASSIGN(v1::ForwardReply reply, remote_for(h.node)->link->forward(req));
+    const std::string_view bytes(reinterpret_cast<const char*>(hidden.data()), hidden.size() * sizeof(float));
+    STRATA_ASSIGN(v1::ForwardReply reply, remote_for(h.node)->link->forward(req, bytes));
     if (hops_[j - 1].output) {
       const int64_t n_out = std::count(batch.logits.begin(), batch.logits.end(), 1);
       // A worker that does not know top_k (an older build) sends whole rows: take those.

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "net/credentials.h"
+#include "net/forward_stream.h"
 #include "net/remote_node.h"
 #include "runtime/generate.h"
 #include "strata.grpc.pb.h"
@@ -110,7 +111,10 @@ class WorkerInputs : public ::testing::Test {
     net::authorize(ctx, cluster_->token());
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     v1::ForwardReply reply;
-    return stub()->Forward(&ctx, req, &reply);
+    v1::ForwardRequest head = req;
+    head.clear_hidden();
+    auto s = stub();
+    return net::send_forward(*s, ctx, head, req.hidden(), &reply);
   }
   std::unique_ptr<TestCluster> cluster_;
   std::string endpoint_;
