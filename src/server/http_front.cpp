@@ -225,6 +225,7 @@ Result<int> HttpFront::bind(const std::string& host, int port) {
   socklen_t len = sizeof addr;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   listen_fd_ = fd;
+  svr_sock_ = fd;  // httplib's streamed responses run while this is a socket
   if (::pipe2(wake_fd_, O_CLOEXEC | O_NONBLOCK) != 0) return make_error("cannot create a pipe");
   return addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
                                     : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
@@ -410,6 +411,7 @@ void HttpFront::worker_loop() {
 
 void HttpFront::stop() {
   if (stopping_.exchange(true)) return;
+  svr_sock_ = INVALID_SOCKET;  // ends streamed responses at their next chunk
   wake();
   if (poller_.joinable()) poller_.join();
   {

@@ -1,6 +1,8 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +13,7 @@
 #include <thread>
 
 #include "server/cluster_json.h"
+#include "server/http_front.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/scheduler.h"
@@ -34,6 +37,25 @@ std::string random_id(const char* prefix) {
   return fmt::format("{}-{:08x}{:08x}", prefix, rd(), rd());
 }
 
+// Constant-time: the comparison takes as long whichever byte differs.
+bool same_secret(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+bool key_matches(const std::string& header, const std::string& key) {
+  if (header.rfind("Bearer ", 0) == 0) return same_secret(std::string_view(header).substr(7), key);
+  if (header.rfind("Basic ", 0) != 0 || header.size() > 4096) return false;
+  const std::string encoded = header.substr(6);
+  std::string decoded(encoded.size(), '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(decoded.data()),
+                                reinterpret_cast<const unsigned char*>(encoded.data()), static_cast<int>(encoded.size()));
+  if (n < 0) return false;
+  decoded.resize(static_cast<size_t>(n));
+  while (!decoded.empty() && decoded.back() == '\0') decoded.pop_back();  // base64 padding
+  const size_t colon = decoded.find(':');
+  return colon != std::string::npos && same_secret(std::string_view(decoded).substr(colon + 1), key);
+}
+
 std::string sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
 
 // Everything the handlers share once the model is ready.
@@ -53,16 +75,17 @@ class Api {
   Ready* ready() const { return ready_.load(); }
   Metrics& metrics() { return metrics_; }
 
-  bool authorized(const httplib::Request& req, httplib::Response& res) {
-    if (options_.api_key.empty()) return true;
-    const std::string want = "Bearer " + options_.api_key;
-    if (req.get_header_value("Authorization") == want) return true;
+  // With --api-key every endpoint but /health needs the key: "Authorization: Bearer KEY", or HTTP
+  // Basic with KEY as the password, which is what a browser sends for the web page after asking.
+  bool authorized(const httplib::Request& req, httplib::Response& res, bool browser_page = false) {
+    if (options_.api_key.empty() || key_matches(req.get_header_value("Authorization"), options_.api_key)) return true;
     ApiError e;
     e.status = 401;
     e.type = "authentication_error";
     e.code = "invalid_api_key";
     e.message = req.has_header("Authorization") ? "invalid API key" : "missing API key (Authorization: Bearer ...)";
     send_error(res, e);
+    if (browser_page) res.set_header("WWW-Authenticate", "Basic realm=\"strata\", charset=\"UTF-8\"");
     return false;
   }
 
@@ -123,6 +146,11 @@ class Api {
       std::vector<TokenLogprob> logprobs;
       for (;;) {
         Request::Chunk c = job->next(std::chrono::milliseconds(200));
+        if (!c.done && HttpFront::client_gone()) {
+          job->cancel();  // nobody is waiting for the answer any more
+          metrics_.request_failed();
+          return;
+        }
         text += c.text;
         for (auto& l : c.logprobs) logprobs.push_back(std::move(l));
         if (!c.done) continue;
@@ -204,14 +232,23 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   ::signal(SIGPIPE, SIG_IGN);
 
   Api api(options);
-  httplib::Server http;
-  http.new_task_queue = [n = options.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
-  http.set_payload_max_length(16 << 20);
-  // Clients keep connections open between requests; closing one after a few requests races with the
-  // client's next send.
-  http.set_keep_alive_max_count(100000);
-  http.set_read_timeout(60, 0);
-  http.set_write_timeout(60, 0);
+  FrontLimits limits;
+  limits.worker_threads = options.http_threads;
+  HttpFront http(limits);
+  http.set_payload_max_length(limits.max_body_bytes);
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    ApiError err;
+    err.status = 500;
+    err.type = "server_error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      err.message = std::string("internal error: ") + e.what();
+    } catch (...) {
+      err.message = "internal error";
+    }
+    send_error(res, err);
+  });
 
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     Ready* r = api.ready();
@@ -223,7 +260,8 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
     if (!down.empty()) return send_json(res, 503, {{"status", "error"}, {"message", "nodes down"}, {"nodes_down", down}});
     send_json(res, 200, {{"status", "ok"}});
   });
-  http.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+  http.Get("/metrics", [&](const httplib::Request& req, httplib::Response& res) {
+    if (!api.authorized(req, res)) return;
     Ready* r = api.ready();
     res.set_content(api.metrics().render(r ? r->engine : nullptr, r ? r->scheduler : nullptr),
                     "text/plain; version=0.0.4");
@@ -246,22 +284,16 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   http.Get("/v1/cluster", cluster);
   http.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) { api.completions(req, res, true); });
   http.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) { api.completions(req, res, false); });
-  http.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(web_ui_html(), "text/html; charset=utf-8"); });
+  http.Get("/", [&](const httplib::Request& req, httplib::Response& res) {
+    if (!api.authorized(req, res, true)) return;
+    res.set_content(web_ui_html(), "text/html; charset=utf-8");
+  });
 
-  int port = options.port;
-  if (port == 0) {
-    port = http.bind_to_any_port(options.host);
-    if (port <= 0) return make_error("cannot listen on {}", options.host);
-  } else if (!http.bind_to_port(options.host, port)) {
-    return make_error("cannot listen on {}:{}", options.host, port);
-  }
-  std::thread listener([&] { http.listen_after_bind(); });
+  STRATA_ASSIGN(const int port, http.bind(options.host, options.port));
+  http.run();
   spdlog::info("server: listening on http://{}:{} (health 503 until the model is ready)", options.host, port);
 
-  auto stop_http = [&] {
-    http.stop();
-    listener.join();
-  };
+  auto stop_http = [&] { http.stop(); };
   auto engine = runtime::Engine::load(engine_options);
   if (!engine.ok()) {
     stop_http();

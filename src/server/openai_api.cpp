@@ -46,11 +46,44 @@ std::optional<ApiError> content_text(const json& c, const std::string& where, st
     return std::nullopt;
   }
   if (!c.is_array()) return bad(where, where + " must be a string or a list of text parts");
-  for (const json& part : c) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
-      return bad(where, where + ": only text parts are supported");
-    }
+  for (size_t i = 0; i < c.size(); ++i) {
+    const json& part = c[i];
+    const std::string at = fmt::format("{}[{}]", where, i);
+    if (!part.is_object()) return bad(at, at + " must be an object");
+    if (!part.contains("type") || !part["type"].is_string()) return bad(at + ".type", at + ".type must be a string");
+    if (part["type"].get<std::string>() != "text") return bad(at + ".type", at + ": only text parts are supported");
+    if (!part.contains("text") || !part["text"].is_string()) return bad(at + ".text", at + ".text must be a string");
     out += part["text"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// An optional string field: absent or null leaves `out` alone; any other type is an error.
+std::optional<ApiError> optional_string(const json& j, const char* key, const std::string& where, std::string& out) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  if (!j[key].is_string()) return bad(where + "." + key, where + "." + key + " must be a string");
+  out = j[key].get<std::string>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_tool_calls(const json& calls, const std::string& where, std::vector<text::ToolCall>& out) {
+  if (!calls.is_array()) return bad(where, where + " must be an array");
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const json& tc = calls[i];
+    const std::string at = fmt::format("{}[{}]", where, i);
+    if (!tc.is_object()) return bad(at, at + " must be an object");
+    if (!tc.contains("function") || !tc["function"].is_object()) return bad(at + ".function", at + ".function must be an object");
+    const json& f = tc["function"];
+    text::ToolCall call;
+    if (auto e = optional_string(tc, "id", at, call.id)) return e;
+    if (auto e = optional_string(f, "name", at + ".function", call.name)) return e;
+    call.arguments_json = "{}";
+    if (f.contains("arguments") && f["arguments"].is_object()) {
+      call.arguments_json = f["arguments"].dump();
+    } else if (auto e = optional_string(f, "arguments", at + ".function", call.arguments_json)) {
+      return e;
+    }
+    out.push_back(std::move(call));
   }
   return std::nullopt;
 }
@@ -74,25 +107,11 @@ std::optional<ApiError> parse_messages(const json& j, std::vector<text::ChatMess
     if (m.contains("content")) {
       if (auto e = content_text(m["content"], where + ".content", msg.content)) return e;
     }
-    if (m.contains("reasoning_content") && m["reasoning_content"].is_string()) {
-      msg.reasoning_content = m["reasoning_content"].get<std::string>();
-    }
-    if (m.contains("name") && m["name"].is_string()) msg.name = m["name"].get<std::string>();
-    if (m.contains("tool_call_id") && m["tool_call_id"].is_string()) msg.tool_call_id = m["tool_call_id"].get<std::string>();
+    if (auto e = optional_string(m, "reasoning_content", where, msg.reasoning_content)) return e;
+    if (auto e = optional_string(m, "name", where, msg.name)) return e;
+    if (auto e = optional_string(m, "tool_call_id", where, msg.tool_call_id)) return e;
     if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
-      if (!m["tool_calls"].is_array()) return bad(where + ".tool_calls", where + ".tool_calls must be an array");
-      for (const json& tc : m["tool_calls"]) {
-        if (!tc.is_object() || !tc.contains("function") || !tc["function"].is_object()) {
-          return bad(where + ".tool_calls", where + ".tool_calls entries need a function object");
-        }
-        const json& f = tc["function"];
-        text::ToolCall call;
-        call.id = tc.value("id", "");
-        call.name = f.value("name", "");
-        call.arguments_json = f.contains("arguments") && f["arguments"].is_string() ? f["arguments"].get<std::string>()
-                                                                                    : "{}";
-        msg.tool_calls.push_back(std::move(call));
-      }
+      if (auto e = parse_tool_calls(m["tool_calls"], where + ".tool_calls", msg.tool_calls)) return e;
     }
     out.push_back(std::move(msg));
   }
@@ -151,7 +170,30 @@ json ApiError::body() const {
             {"code", code.empty() ? json(nullptr) : json(code)}}}};
 }
 
+size_t json_nesting_depth(std::string_view text) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 std::optional<ApiError> parse_request(const std::string& body, bool chat, ParsedRequest& r) {
+  // The JSON parser, dump() and the template's values all recurse per level: refuse deep bodies first.
+  if (json_nesting_depth(body) > kMaxJsonDepth) {
+    return bad("", fmt::format("the request body nests arrays and objects deeper than {} levels", kMaxJsonDepth));
+  }
   const json j = json::parse(body, nullptr, false);
   if (j.is_discarded()) return bad("", "the request body is not valid JSON");
   if (!j.is_object()) return bad("", "the request body must be a JSON object");

@@ -35,6 +35,10 @@ struct ParsedRequest {
   GenerationParams generation;  // prompt tokens are filled in later, after templating
 };
 
+inline constexpr size_t kMaxJsonDepth = 64;
+// Deepest nesting of arrays and objects in JSON text (string contents skipped), without parsing it.
+size_t json_nesting_depth(std::string_view text);
+
 // Parses and validates a /v1/chat/completions (chat = true) or /v1/completions body.
 std::optional<ApiError> parse_request(const std::string& body, bool chat, ParsedRequest& out);
 

@@ -134,6 +134,12 @@ void Scheduler::loop() {
   }
 }
 
+// stats() reads the slots under the same mutex.
+void Scheduler::release(Slot& slot) {
+  std::lock_guard lock(mu_);
+  slot.req.reset();
+}
+
 void Scheduler::fail_active(const std::string& error) {
   std::lock_guard lock(mu_);
   for (auto& slot : slots_) {
@@ -152,7 +158,7 @@ void Scheduler::step() {
     if (!slot->active()) continue;
     if (slot->req->cancelled()) {
       slot->req->finish("", "cancelled");
-      slot->req.reset();
+      release(*slot);
       continue;
     }
     if (slot->prompt_done == 0 && slot->n_past == 0) {
@@ -247,7 +253,7 @@ void Scheduler::emit(Slot& slot, text::Token, const float* logits) {
     slot.held += slot.utf8.flush();
     slot.req->push(std::move(slot.held), std::move(logprobs));
     slot.req->finish(reason);
-    slot.req.reset();
+    release(slot);
     slot.next = -1;
   };
   if (vocab.is_eog(token)) return finish("stop");

@@ -93,6 +93,7 @@ class Scheduler {
   bool assign_queued();
   void step();
   void fail_active(const std::string& error);
+  void release(Slot& slot);
   void emit(Slot& slot, text::Token token, const float* logits);
 
   runtime::Engine& engine_;
