@@ -23,6 +23,8 @@ std::string Metrics::render(const runtime::Engine* engine, const Scheduler* sche
          static_cast<double>(tokens_out_));
   if (scheduler) {
     const SchedulerStats s = scheduler->stats();
+    metric(out, "strata_requests_cancelled_total", "counter", "requests whose client went away before the end",
+           static_cast<double>(s.requests_cancelled));
     metric(out, "strata_queue_depth", "gauge", "requests waiting for a slot", s.queue_depth);
     metric(out, "strata_active_slots", "gauge", "slots generating now", s.active_slots);
     metric(out, "strata_slots", "gauge", "slots (parallel sequences)", scheduler->n_slots());

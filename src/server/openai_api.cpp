@@ -248,6 +248,7 @@ std::optional<ApiError> parse_request(const std::string& body, bool chat, Parsed
   if (auto e = number(j, "seed", seed, -1, 4294967295.0)) return e;
   s.seed = seed < 0 ? sampling::kRandomSeed : static_cast<uint32_t>(seed);
   if (auto e = parse_stop(j, g.stop)) return e;
+  if (auto e = boolean(j, "ignore_eos", g.ignore_eos)) return e;
   if (chat) {
     bool logprobs = false;
     if (auto e = boolean(j, "logprobs", logprobs)) return e;

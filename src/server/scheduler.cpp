@@ -106,6 +106,7 @@ bool Scheduler::assign_queued() {
       queue_.pop_front();
       if (req->cancelled()) {
         req->finish("", "cancelled");
+        ++stats_.requests_cancelled;
         continue;
       }
       slot->req = req;
@@ -135,9 +136,10 @@ void Scheduler::loop() {
 }
 
 // stats() reads the slots under the same mutex.
-void Scheduler::release(Slot& slot) {
+void Scheduler::release(Slot& slot, bool cancelled) {
   std::lock_guard lock(mu_);
   slot.req.reset();
+  if (cancelled) ++stats_.requests_cancelled;
 }
 
 void Scheduler::fail_active(const std::string& error) {
@@ -157,8 +159,9 @@ void Scheduler::step() {
   for (auto& slot : slots_) {
     if (!slot->active()) continue;
     if (slot->req->cancelled()) {
+      spdlog::info("request cancelled by its client after {} generated tokens", slot->generated);
       slot->req->finish("", "cancelled");
-      release(*slot);
+      release(*slot, /*cancelled=*/true);
       continue;
     }
     if (slot->prompt_done == 0 && slot->n_past == 0) {
@@ -256,7 +259,7 @@ void Scheduler::emit(Slot& slot, text::Token, const float* logits) {
     release(slot);
     slot.next = -1;
   };
-  if (vocab.is_eog(token)) return finish("stop");
+  if (vocab.is_eog(token) && !p.ignore_eos) return finish("stop");
   slot.held += slot.utf8.push(vocab.token_to_piece(token, false));
   // A stop string ends the text before it; text that could still become one is held back.
   size_t keep_from = slot.held.size();

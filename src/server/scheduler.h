@@ -21,6 +21,7 @@ namespace strata::server {
 struct GenerationParams {
   std::vector<text::Token> prompt;
   int32_t max_tokens = -1;  // -1: until end of generation or the context is full
+  bool ignore_eos = false;  // keep generating past end-of-generation tokens (llama-server's field)
   sampling::Params sampling;
   std::vector<std::string> stop;
   int32_t top_logprobs = -1;  // -1: no logprobs; 0..20: the chosen token's, plus that many alternatives
@@ -69,6 +70,7 @@ class Request {
 struct SchedulerStats {
   uint64_t requests_total = 0;
   uint64_t requests_failed = 0;
+  uint64_t requests_cancelled = 0;  // their client went away (or asked) before the end
   uint64_t prompt_tokens = 0;
   uint64_t generated_tokens = 0;
   double decode_seconds = 0;
@@ -93,7 +95,7 @@ class Scheduler {
   bool assign_queued();
   void step();
   void fail_active(const std::string& error);
-  void release(Slot& slot);
+  void release(Slot& slot, bool cancelled = false);
   void emit(Slot& slot, text::Token token, const float* logits);
 
   runtime::Engine& engine_;
