@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <semaphore>
 #include <thread>
 
+#include "base/checked.h"
 #include "server/cluster_json.h"
 #include "server/http_front.h"
 #include "server/metrics.h"
@@ -57,6 +59,34 @@ bool key_matches(const std::string& header, const std::string& key) {
 }
 
 std::string sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
+
+// A prompt that cannot fit the context however it tokenizes is refused before it is tokenized.
+std::optional<ApiError> check_prompt_size(const text::Vocab& vocab, const std::string& prompt, int32_t n_ctx) {
+  const size_t per_token = vocab.max_bytes_per_token();
+  if (per_token == 0 || prompt.size() <= sat_mul(uint64_t(n_ctx), per_token)) return std::nullopt;
+  ApiError e;
+  e.code = "context_length_exceeded";
+  e.message = fmt::format("the prompt has {} bytes, more than a slot's {} tokens can hold", prompt.size(), n_ctx);
+  return e;
+}
+
+// Prompts over 1 MiB are tokenized one at a time.
+class BigPromptTurn {
+ public:
+  explicit BigPromptTurn(size_t bytes) : big_(bytes > (size_t{1} << 20)) {
+    if (big_) turn().acquire();
+  }
+  ~BigPromptTurn() {
+    if (big_) turn().release();
+  }
+
+ private:
+  static std::binary_semaphore& turn() {
+    static std::binary_semaphore s(1);
+    return s;
+  }
+  bool big_;
+};
 
 // Everything the handlers share once the model is ready.
 struct Ready {
@@ -131,7 +161,12 @@ class Api {
       }
       prompt_text = std::move(*rendered);
     }
-    req.generation.prompt = r->engine->vocab().tokenize(prompt_text, true, true);
+    if (auto e = check_prompt_size(r->engine->vocab(), prompt_text, r->engine->n_ctx_per_seq())) return send_error(res, *e);
+    {
+      // Tokenizing costs memory in proportion to the text: big prompts take turns.
+      BigPromptTurn turn(prompt_text.size());
+      req.generation.prompt = r->engine->vocab().tokenize(prompt_text, true, true);
+    }
     auto submitted = r->scheduler->submit(req.generation);
     if (!submitted.ok()) {
       ApiError e;

@@ -111,6 +111,16 @@ std::vector<Fragment> VocabImpl::partition(std::string_view text, bool parse_spe
   return fragments;
 }
 
+size_t VocabImpl::max_bytes_per_token() const {
+  if (kind_ == VocabKind::Wpm) return 0;
+  for (const Token t : special_tokens_) {
+    if (tokens_[t].attr & (kAttrLstrip | kAttrRstrip)) return 0;
+  }
+  // A token covers at most its own text (SPM's escaped spaces and BPE's byte map only grow the
+  // text), and an unknown or invalid character is at most 4 bytes.
+  return std::max<size_t>(max_token_len_, 4);
+}
+
 std::vector<Token> VocabImpl::tokenize(std::string_view text, bool add_special, bool parse_special) const {
   std::vector<Token> out;
   const std::vector<Fragment> fragments = partition(text, parse_special);

@@ -39,6 +39,10 @@ class Vocab {
   virtual bool add_eos() const = 0;
   virtual bool is_eog(Token t) const = 0; // end of generation (eos, eot, <|im_end|>, ...)
 
+  // Most bytes of input text one token can stand for, so a text longer than n * this cannot be n
+  // tokens or fewer (checked before tokenizing a hostile prompt); 0 when there is no such bound
+  // (WordPiece normalization and special tokens that swallow whitespace).
+  virtual size_t max_bytes_per_token() const = 0;
   // add_special: BOS/EOS per the vocab's rules; parse_special: control-token text becomes the token.
   virtual std::vector<Token> tokenize(std::string_view text, bool add_special, bool parse_special) const = 0;
   // One token's bytes (may be a partial UTF-8 sequence). special: render control tokens' text.

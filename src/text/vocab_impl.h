@@ -60,6 +60,7 @@ class VocabImpl final : public Vocab {
   bool add_eos() const override { return add_eos_; }
   bool is_eog(Token t) const override;
 
+  size_t max_bytes_per_token() const override;
   std::vector<Token> tokenize(std::string_view text, bool add_special, bool parse_special) const override;
   std::string token_to_piece(Token t, bool special) const override { return piece(t, special, false); }
   std::string detokenize(std::span<const Token> tokens, bool remove_special, bool unparse_special) const override;

@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "server/serve_process.h"
@@ -84,6 +86,35 @@ TEST_F(ServerHardening, item2_deeply_nested_json_is_refused_before_parsing) {
   ASSERT_TRUE(r) << "the server died: " << server_->log().substr(0, 2000);
   EXPECT_EQ(r->status, 400);
   EXPECT_NE(r->body.find("deeper than"), std::string::npos) << r->body;
+  expect_still_serving();
+}
+
+// Peak resident memory of a process (VmHWM), bytes.
+uint64_t peak_rss(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+TEST_F(ServerHardening, item3_prompts_that_cannot_fit_are_refused_before_tokenizing) {
+  const uint64_t before = peak_rss(server_->process().pid());
+  const std::string body = json{{"prompt", std::string(15 << 20, 'a')}, {"max_tokens", 1}}.dump();
+  std::vector<std::thread> clients;
+  std::atomic<int> refused{0};
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&] {
+      auto c = server_->client();
+      auto r = c.Post("/v1/completions", body, "application/json");
+      if (r && r->status == 400 && r->body.find("context_length_exceeded") != std::string::npos) ++refused;
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(refused.load(), 4);
+  const uint64_t grew = peak_rss(server_->process().pid()) - before;
+  // Four 15 MiB bodies are held (buffer, body, parsed JSON) but never tokenized (~50 bytes per byte).
+  EXPECT_LT(grew, uint64_t{400} << 20) << "peak memory grew by " << (grew >> 20) << " MiB";
   expect_still_serving();
 }
 
