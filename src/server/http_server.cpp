@@ -66,7 +66,7 @@ std::optional<ApiError> check_prompt_size(const text::Vocab& vocab, const std::s
   if (per_token == 0 || prompt.size() <= sat_mul(uint64_t(n_ctx), per_token)) return std::nullopt;
   ApiError e;
   e.code = "context_length_exceeded";
-  e.message = fmt::format("the prompt has {} bytes, more than a slot's {} tokens can hold", prompt.size(), n_ctx);
+  e.message = fmt::format("the prompt has {} bytes, more than a slot's context of {} tokens can hold", prompt.size(), n_ctx);
   return e;
 }
 
