@@ -202,9 +202,21 @@ Status Engine::recover() {
   return {};
 }
 
+// While the heartbeat sees a worker down, requests fail at once instead of each waiting for a
+// reconnect; the heartbeat recovers the cluster when the worker is back.
+Status Engine::recover_or_fail_fast() {
+  {
+    std::lock_guard lock(health_mu_);
+    for (const NodeHealth& h : health_) {
+      if (!h.reachable) return make_error("worker {} is down; the cluster recovers when it is back", h.node);
+    }
+  }
+  return recover();
+}
+
 Result<std::vector<float>> Engine::decode(const model::Batch& batch, int32_t top_k) {
   std::lock_guard lock(mu_);
-  if (broken_) STRATA_TRY(recover());
+  if (broken_) STRATA_TRY(recover_or_fail_fast());
   STRATA_TRY(local_->validate(batch, true));
   local_->embed(batch, hidden_);
   auto logits = run_hops(batch, hidden_, top_k);
@@ -282,21 +294,21 @@ Status Engine::for_each_remote_seq_op(v1::SeqOpRequest::Op op, int32_t seq, int3
 
 Status Engine::clear_seq(int32_t seq) {
   std::lock_guard lock(mu_);
-  if (broken_) STRATA_TRY(recover());
+  if (broken_) STRATA_TRY(recover_or_fail_fast());
   STRATA_TRY(local_->clear_seq(seq));
   return for_each_remote_seq_op(v1::SeqOpRequest::CLEAR, seq, 0, 0);
 }
 
 Status Engine::remove_from(int32_t seq, int32_t p0) {
   std::lock_guard lock(mu_);
-  if (broken_) STRATA_TRY(recover());
+  if (broken_) STRATA_TRY(recover_or_fail_fast());
   STRATA_TRY(local_->remove_from(seq, p0));
   return for_each_remote_seq_op(v1::SeqOpRequest::REMOVE_FROM, seq, p0, 0);
 }
 
 Status Engine::copy_seq(int32_t src, int32_t dst) {
   std::lock_guard lock(mu_);
-  if (broken_) STRATA_TRY(recover());
+  if (broken_) STRATA_TRY(recover_or_fail_fast());
   STRATA_TRY(local_->copy_seq(src, dst));
   return for_each_remote_seq_op(v1::SeqOpRequest::COPY, src, 0, dst);
 }

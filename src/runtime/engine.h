@@ -100,6 +100,7 @@ class Engine {
   Engine() = default;
   Status load_remote(Remote& r);
   Status recover();
+  Status recover_or_fail_fast();
   Status for_each_remote_seq_op(v1::SeqOpRequest::Op op, int32_t seq, int32_t p0, int32_t dst);
   Result<std::vector<float>> run_hops(const model::Batch& batch, std::vector<float>& hidden, int32_t top_k);
   Remote* remote_for(int32_t node);
