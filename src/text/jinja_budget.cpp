@@ -156,11 +156,11 @@ Result<bool> Interp::equal(const Value& a, const Value& b) {
   return r;
 }
 
-Result<int> Interp::order(const Value& a, const Value& b) {
-  Work work{opt_.limits.max_steps - steps_ + 1};
+Result<int> Interp::order(const Value& a, const Value& b, bool prepaid) {
+  Work work{opt_.limits.max_steps - steps_ + 2};
   const int64_t start = work.left;
   auto r = compare(a, b, work);
-  STRATA_TRY(count_steps(start - work.left));
+  STRATA_TRY(count_steps(start - work.left - (prepaid ? 1 : 0)));
   return r;
 }
 

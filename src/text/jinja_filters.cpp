@@ -85,6 +85,7 @@ Result<Value> f_tojson(Interp& in, const Value& v, Args& args) {
     style.key_sep = seps.items()[1].str();
   }
   style.sort_keys = truthy(arg(args, 99, "sort_keys", kFalse));
+  STRATA_TRY(in.reserve_bytes(style.indent.size() + style.item_sep.size() + style.key_sep.size()));
   // The writer refuses before passing the size limit, or what is left of the memory budget.
   const size_t left = in.limits().max_memory - std::min(in.stats().memory, in.limits().max_memory);
   const size_t cap = std::min(in.limits().max_output, left);
@@ -104,7 +105,8 @@ Result<Value> f_trim(Interp& in, const Value& v, Args& args) {
   std::string holder;
   STRATA_ASSIGN(std::string_view s, in.text(v, holder));
   STRATA_ASSIGN(std::string_view kept, py_strip(in, s, arg(args, 0, "chars", kNone), true, true));
-  return in.make_string(std::string(kept));
+  STRATA_TRY(in.reserve_string(kept.size()));
+  return in.make_string(std::string(kept), true);
 }
 
 Result<Value> f_items(Interp& in, const Value& v, Args&) {
@@ -255,7 +257,7 @@ Result<Value> f_round(Interp&, const Value& v, Args& args) {
   static const Value kCommon = Value::string("common");
   if (!v.is_number()) return make_error("round: bad operand type '{}'", type_name(v));
   const int64_t precision = std::clamp<int64_t>(arg(args, 0, "precision", kZero).as_int(), -15, 15);
-  const std::string method = to_str(arg(args, 1, "method", kCommon));
+  const std::string& method = arg(args, 1, "method", kCommon).str();  // "" when not a string
   if (method != "common" && method != "ceil" && method != "floor") {
     return make_error("round: method must be 'common', 'ceil' or 'floor'");
   }
@@ -347,9 +349,9 @@ Result<Value> f_indent(Interp& in, const Value& v, Args& args) {
   const Value& width = arg(args, 0, "width", kFour);
   const bool first = truthy(arg(args, 1, "first", kFalse));
   const bool blank = truthy(arg(args, 2, "blank", kFalse));
-  const std::string pad = width.is_string()
-                              ? width.str()
-                              : std::string(static_cast<size_t>(std::clamp<int64_t>(width.as_int(), 0, 256)), ' ');
+  const std::string spaces(width.is_string() ? 0 : static_cast<size_t>(std::clamp<int64_t>(width.as_int(), 0, 256)),
+                           ' ');
+  const std::string_view pad = width.is_string() ? std::string_view(width.str()) : std::string_view(spaces);
   std::string holder;
   STRATA_ASSIGN(std::string_view text, in.text(v, holder));
   STRATA_TRY(in.count_bytes(2 * text.size()));
@@ -424,7 +426,7 @@ Result<Value> sort_values(Interp& in, std::vector<Value> items, const Value& att
   Status error = ok_status();
   std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
     if (!error.ok()) return false;
-    auto c = in.order(a.first, b.first);
+    auto c = in.order(a.first, b.first, /*prepaid=*/true);
     if (!c.ok()) {
       error = std::move(c).error();
       return false;

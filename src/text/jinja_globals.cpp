@@ -273,8 +273,12 @@ Result<Value> g_namespace(Interp& in, Args& args) {
     if (args.pos.size() > 1 || !args.pos[0].is_mapping()) {
       return make_error("namespace() takes keyword arguments or one dict");
     }
-    STRATA_TRY(in.reserve_bytes(args.pos[0].dict_obj().items.size() * Interp::kEntryBytes));
-    items = args.pos[0].dict_obj().items;
+    const auto& source = args.pos[0].dict_obj().items;
+    size_t keys = 0;
+    for (const auto& kv : source) keys += kv.first.size();
+    STRATA_TRY(in.count_bytes(keys));
+    STRATA_TRY(in.reserve_bytes(source.size() * Interp::kEntryBytes + keys));
+    items = source;
   }
   for (const auto& kv : args.kw) items.push_back(kv);
   STRATA_TRY(in.count_steps(static_cast<int64_t>(items.size() / 16)));

@@ -75,9 +75,10 @@ class Interp {
   Result<std::string_view> text(const Value& v, std::string& holder);
   Result<Value> stringify(const Value& v);  // str(v) as a value
   Result<Value> repr_value(const Value& v);  // repr(v) as a value
-  // Python == and ordering, charged per element visited.
+  // Python == and ordering, charged per element visited (`prepaid`: the first step was charged already,
+  // as sorting charges n log2 n comparisons up front).
   Result<bool> equal(const Value& a, const Value& b);
-  Result<int> order(const Value& a, const Value& b);
+  Result<int> order(const Value& a, const Value& b, bool prepaid = false);
 
   Result<Value> call(const Value& fn, Args& args);
   Result<Value> apply_filter(std::string_view name, const Value& input, Args& args);

@@ -235,6 +235,15 @@ std::string render_with(const std::string& source, const Vars& vars, const Rende
   return *out;
 }
 
+// What rendering `source` used (the render may fail).
+RenderStats stats_of(const std::string& source, const Vars& vars, const RenderOptions& options = {}) {
+  RenderStats stats;
+  auto t = Template::parse(source);
+  EXPECT_TRUE(t.ok()) << t.error().message;
+  if (t.ok()) (void)t->render(vars, options, &stats);
+  return stats;
+}
+
 long peak_rss_kib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -257,6 +266,15 @@ TEST(JinjaBudget, QuadraticSubstringSearchesHitTheStepLimit) {
   small.limits.max_steps = 10000;  // less than the bytes searched / 64
   for (const char* source : kSearches) {
     EXPECT_ERROR_MENTIONS(error_with(source, quadratic_search_vars(), small), "evaluation steps");
+    const RenderStats stats = stats_of(source, quadratic_search_vars(), small);
+    EXPECT_TRUE(stats.limit_exceeded) << source;
+    EXPECT_GT(stats.steps, small.limits.max_steps) << source;
+  }
+  // Within the default limits each search is charged for the 1.5 MB it scans.
+  for (const char* source : kSearches) {
+    const RenderStats stats = stats_of(source, quadratic_search_vars());
+    EXPECT_GE(stats.steps, 1500000 / 64) << source;
+    EXPECT_LT(stats.steps, 200000) << source;
   }
 }
 
@@ -290,6 +308,9 @@ TEST(JinjaBudget, ListBuiltinsAreChargedPerElement) {
   // n log2 n: sorting 100 000 elements needs more than 1.6 M steps.
   small.limits.max_steps = 1000000;
   EXPECT_ERROR_MENTIONS(error_with("{{ range(100000) | list | sort | length }}", {}, small), "evaluation steps");
+  const RenderStats stats = stats_of("{{ l | sort | length }}", vars);
+  EXPECT_FALSE(stats.limit_exceeded);
+  EXPECT_GE(stats.steps, 200000 * 17);  // 17 = bit width of 200 000, about log2 n
 }
 
 TEST(JinjaBudget, BuildersRefuseBeforeAllocating) {
@@ -310,6 +331,12 @@ TEST(JinjaBudget, BuildersRefuseBeforeAllocating) {
   EXPECT_ERROR_MENTIONS(error_with("{{ nl | indent(h, false, true) | length }}", vars, {}), "would build a string of");
   // Nothing near the would-be sizes was allocated (a naive split or list alone would take >300 MB).
   EXPECT_LT(peak_rss_kib() - rss_before, 200 * 1024);
+  for (const char* source : {"{{ 'x' * 4294967296 }}", "{{ h.split('a') | length }}", "{{ h | list | length }}",
+                             "{{ h.replace('a', 'a' * 1000) }}"}) {
+    const RenderStats stats = stats_of(source, vars);
+    EXPECT_TRUE(stats.limit_exceeded) << source;
+    EXPECT_LT(stats.memory, size_t{1} << 20) << source;  // refused before anything big was charged
+  }
 }
 
 // Many allocations, each well within the size limits, add up to more than the memory budget.
@@ -329,9 +356,11 @@ TEST(JinjaBudget, TheMemoryBudgetCoversEveryAllocation) {
        }) {
     RenderOptions small;
     small.limits.max_memory = 8 << 20;
-    EXPECT_ERROR_MENTIONS(error_with(std::string("{% for i in range(1000) %}{% set x = ") + expr + " %}{% endfor %}",
-                                     vars, small),
-                          "memory budget of 8388608 bytes");
+    const std::string source = std::string("{% for i in range(1000) %}{% set x = ") + expr + " %}{% endfor %}";
+    EXPECT_ERROR_MENTIONS(error_with(source, vars, small), "memory budget of 8388608 bytes");
+    const RenderStats stats = stats_of(source, vars, small);
+    EXPECT_TRUE(stats.limit_exceeded);
+    EXPECT_LE(stats.memory, small.limits.max_memory);
   }
 }
 
