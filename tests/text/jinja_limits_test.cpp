@@ -412,5 +412,37 @@ TEST(JinjaBudget, LoadingTestRendersTheTemplateAndFallsBackWhenItIsOverTheBudget
   EXPECT_NE(qwen->source().find("<tool_response>"), std::string::npos);
 }
 
+
+// The budgets leave real templates plenty of room: the Qwen3 template on a long conversation (100 turns,
+// 800 KB, with reasoning and tools) uses a fraction of them.
+TEST(JinjaBudget, RealTemplatesRenderLongConversationsWellWithinTheBudget) {
+  STRATA_SHARED_FILE(path, "models/vocab/ggml-vocab-qwen3.gguf");
+  auto file = gguf::File::open(path);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  std::string warning;
+  auto t = text::load_chat_template(*file.value(), &warning);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(warning, "");
+  std::vector<text::ChatMessage> messages(1);
+  messages[0].role = "system";
+  messages[0].content = "You are a helpful assistant.";
+  for (int i = 0; i < 100; ++i) {
+    text::ChatMessage m;
+    m.role = i % 2 ? "assistant" : "user";
+    m.content = (i % 2 ? "<think>\nreasoning " + std::string(2000, 'r') + "\n</think>\n\n" : std::string()) +
+                std::string(6000, static_cast<char>('a' + i % 26));
+    messages.push_back(std::move(m));
+  }
+  text::ChatRenderOptions options;
+  options.tools_json = R"([{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}])";
+  RenderStats stats;
+  auto out = t->render(messages, options, &stats);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_GT(out->size(), 600000u);
+  const Limits defaults;
+  EXPECT_LT(stats.steps, defaults.max_steps / 10);
+  EXPECT_LT(stats.memory, defaults.max_memory / 4);
+}
+
 }  // namespace
 }  // namespace strata::text::jinja
