@@ -109,13 +109,13 @@ Value Interp::make_namespace(std::vector<std::pair<std::string, Value>> items) {
   return ns;
 }
 
-// str(v) or repr(v) appended to `out`, refused before passing the string size limit or the memory budget.
-Status Interp::convert(const Value& v, std::string& out, bool as_repr) {
+// str(v) appended to `out`, refused before passing the string size limit or the memory budget.
+Status Interp::convert(const Value& v, std::string& out) {
   const size_t start = out.size();
   const size_t room = std::min(opt_.limits.max_output,
                                opt_.limits.max_memory - std::min(memory_, opt_.limits.max_memory));
   size_t values = 0;
-  const bool complete = as_repr ? repr_into(v, out, start + room, &values) : str_into(v, out, start + room, &values);
+  const bool complete = str_into(v, out, start + room, &values);
   const size_t added = out.size() - start;
   STRATA_TRY(count_steps(static_cast<int64_t>(values)));
   if (!complete) {
@@ -129,21 +129,14 @@ Status Interp::convert(const Value& v, std::string& out, bool as_repr) {
 Result<std::string_view> Interp::text(const Value& v, std::string& holder) {
   if (v.is_string()) return std::string_view(v.str());
   holder.clear();
-  STRATA_TRY(convert(v, holder, false));
+  STRATA_TRY(convert(v, holder));
   return std::string_view(holder);
 }
 
 Result<Value> Interp::stringify(const Value& v) {
   if (v.is_string()) return v;
   std::string s;
-  STRATA_TRY(convert(v, s, false));
-  STRATA_TRY(reserve_bytes(kStringBytes));
-  return Value::string(std::move(s));
-}
-
-Result<Value> Interp::repr_value(const Value& v) {
-  std::string s;
-  STRATA_TRY(convert(v, s, true));
+  STRATA_TRY(convert(v, s));
   STRATA_TRY(reserve_bytes(kStringBytes));
   return Value::string(std::move(s));
 }

@@ -1,5 +1,6 @@
 // The interpreter's internal interface: what the built-in filters, tests, methods and globals
-// (jinja_builtins.cpp) need from the evaluator (jinja_eval.cpp).
+// (jinja_filters.cpp, jinja_globals.cpp, jinja_strings.cpp) need from the evaluator (jinja_eval.cpp) and
+// its budgets (jinja_budget.cpp).
 #pragma once
 
 #include <cstdint>
@@ -74,7 +75,6 @@ class Interp {
   // into `holder`.
   Result<std::string_view> text(const Value& v, std::string& holder);
   Result<Value> stringify(const Value& v);  // str(v) as a value
-  Result<Value> repr_value(const Value& v);  // repr(v) as a value
   // Python == and ordering, charged per element visited (`prepaid`: the first step was charged already,
   // as sorting charges n log2 n comparisons up front).
   Result<bool> equal(const Value& a, const Value& b);
@@ -106,7 +106,7 @@ class Interp {
   Result<Value> apply_filters(const std::vector<ExprPtr>& filters, Value input, Frame& frame);
   Result<Value> lookup(std::string_view name, Frame& frame);
   Status emit(std::string& out, std::string_view text);
-  Status convert(const Value& v, std::string& out, bool as_repr);
+  Status convert(const Value& v, std::string& out);
   Status enter();  // recursion guard; pair with leave()
   void leave() { --depth_; }
 
@@ -146,7 +146,7 @@ const Value& arg(const Args& args, size_t i, std::string_view name, const Value&
 // charge their work and reserve their results.
 // Linear-time substring search (glibc memmem is two-way): the first match at or after `from`, or npos.
 size_t find_sub(std::string_view s, std::string_view sub, size_t from = 0);
-// The last match, also linear; `reversed` is scratch space.
+// The last match, also linear: it searches reversed copies of both, which the caller reserves.
 size_t rfind_sub(std::string_view s, std::string_view sub);
 Result<std::string_view> py_strip(Interp& in, std::string_view s, const Value& chars, bool left, bool right);
 Result<Value> py_replace(Interp& in, std::string_view s, std::string_view old, std::string_view repl, int64_t count);
