@@ -50,6 +50,29 @@ Value message_value(const ChatMessage& m) {
   return Value::dict(std::move(fields));
 }
 
+// A template that a real request would stop at a limit is of no use; found by rendering a conversation
+// every chat template supports, the way requests do (with and without tools).
+Status test_render(const ChatTemplate& t) {
+  static const std::string kSampleTools =
+      R"([{"type": "function", "function": {"name": "get_weather", "description": "Get the current weather",)"
+      R"( "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])";
+  std::vector<ChatMessage> sample(3);
+  sample[0].role = "system";
+  sample[0].content = "You are a helpful assistant.";
+  sample[1].role = "user";
+  sample[1].content = "What is the weather in Paris?";
+  sample[2].role = "assistant";
+  sample[2].content = "It is sunny in Paris.";
+  for (bool with_tools : {false, true}) {
+    ChatRenderOptions options;
+    if (with_tools) options.tools_json = kSampleTools;
+    jinja::RenderStats stats;
+    auto out = t.render(sample, options, &stats);
+    if (!out.ok() && stats.limit_exceeded) return std::move(out).error();
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Result<ChatTemplate> ChatTemplate::parse(std::string_view source) {
@@ -66,8 +89,8 @@ ChatTemplate ChatTemplate::chatml() {
   return std::move(t).value();  // our own template always parses (covered by the tests)
 }
 
-Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messages,
-                                         const ChatRenderOptions& options) const {
+Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options,
+                                         jinja::RenderStats* stats) const {
   std::vector<Value> list;
   list.reserve(messages.size());
   for (const auto& m : messages) list.push_back(message_value(m));
@@ -83,7 +106,7 @@ Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& message
   vars.emplace_back("enable_thinking", Value::boolean(options.enable_thinking));
   vars.emplace_back("bos_token", Value::string(options.bos_token));
   vars.emplace_back("eos_token", Value::string(options.eos_token));
-  auto out = template_.render(vars, render_options_);
+  auto out = template_.render(vars, render_options_, stats);
   if (!out.ok()) return make_error("chat template: {}", out.error().message);
   return out;
 }
@@ -99,6 +122,10 @@ Result<ChatTemplate> load_chat_template(const gguf::File& file, std::string* war
   if (kv->type != gguf::ValueType::STRING) return fallback("tokenizer.chat_template is not a string");
   auto parsed = ChatTemplate::parse(kv->str);
   if (!parsed.ok()) return fallback(fmt::format("tokenizer.chat_template cannot be used ({})", parsed.error().message));
+  if (auto s = test_render(*parsed); !s.ok()) {
+    return fallback(fmt::format("tokenizer.chat_template stops at a render limit on a sample conversation ({})",
+                                s.error().message));
+  }
   return parsed;
 }
 

@@ -50,7 +50,9 @@ class ChatTemplate {
   // <|im_start|>assistant\n when a generation prompt is asked for.
   static ChatTemplate chatml();
 
-  Result<std::string> render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options) const;
+  // `stats` (if given) says what the render used and whether a limit stopped it.
+  Result<std::string> render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options,
+                             jinja::RenderStats* stats = nullptr) const;
 
   // Limits that stop hostile templates (the defaults suit real ones) and strftime_now's clock.
   void set_render_options(const jinja::RenderOptions& options) { render_options_ = options; }
@@ -62,8 +64,11 @@ class ChatTemplate {
   jinja::RenderOptions render_options_;
 };
 
-// From a GGUF (a vocab file or a model): tokenizer.chat_template when present and parseable; otherwise
-// the ChatML template, with `warning` (if given) saying why. `warning` is cleared when there is nothing to say.
+// From a GGUF (a vocab file or a model): tokenizer.chat_template when present, parseable and within the
+// render limits on a small sample conversation (system, user, assistant; without and with a tools list);
+// otherwise the ChatML template, with `warning` (if given) saying why. The template's own errors on the
+// sample (raise_exception, say, for a role it does not support) do not reject it; only a limit does.
+// `warning` is cleared when there is nothing to say.
 Result<ChatTemplate> load_chat_template(const gguf::File& file, std::string* warning);
 
 }  // namespace strata::text

@@ -41,71 +41,12 @@ Interp::~Interp() {
   for (const Value& ns : namespaces_) ns.mutable_dict().items.clear();
 }
 
-Status Interp::count_steps(int64_t n) {
-  steps_ += n;
-  if (steps_ > opt_.limits.max_steps) {
-    return make_error("template exceeded the limit of {} evaluation steps (endless or too large loop?)",
-                      opt_.limits.max_steps);
-  }
-  return ok_status();
-}
-
 Status Interp::enter() {
   if (++depth_ > opt_.limits.max_recursion) {
     --depth_;
-    return make_error("template evaluation nested deeper than {} levels", opt_.limits.max_recursion);
+    return limit_error(fmt::format("template evaluation nested deeper than {} levels (max_recursion)",
+                                   opt_.limits.max_recursion));
   }
-  return ok_status();
-}
-
-Status Interp::check_string_size(size_t size) const {
-  if (size > opt_.limits.max_output) {
-    return make_error("string of {} bytes exceeds the size limit of {} bytes", size, opt_.limits.max_output);
-  }
-  return ok_status();
-}
-
-Result<Value> Interp::make_string(std::string s) {
-  STRATA_TRY(check_string_size(s.size()));
-  STRATA_TRY(count_steps(static_cast<int64_t>(s.size() / 256)));
-  return Value::string(std::move(s));
-}
-
-Result<Value> Interp::make_list(std::vector<Value> items) {
-  if (items.size() > opt_.limits.max_list) {
-    return make_error("list of {} elements exceeds the limit of {}", items.size(), opt_.limits.max_list);
-  }
-  STRATA_TRY(count_steps(static_cast<int64_t>(items.size() / 16)));
-  Value v = Value::list(std::move(items));
-  if (v.depth() > opt_.limits.max_value_depth) {
-    return make_error("lists/dicts nested deeper than {} levels", opt_.limits.max_value_depth);
-  }
-  return v;
-}
-
-Result<Value> Interp::make_dict(std::vector<std::pair<std::string, Value>> items) {
-  if (items.size() > opt_.limits.max_list) {
-    return make_error("dict of {} entries exceeds the limit of {}", items.size(), opt_.limits.max_list);
-  }
-  STRATA_TRY(count_steps(static_cast<int64_t>(items.size() / 16)));
-  Value v = Value::dict(std::move(items));
-  if (v.depth() > opt_.limits.max_value_depth) {
-    return make_error("lists/dicts nested deeper than {} levels", opt_.limits.max_value_depth);
-  }
-  return v;
-}
-
-Value Interp::make_namespace(std::vector<std::pair<std::string, Value>> items) {
-  Value ns = Value::namespace_obj(std::move(items));
-  namespaces_.push_back(ns);
-  return ns;
-}
-
-Status Interp::emit(std::string& out, std::string_view text) const {
-  if (out.size() + text.size() > opt_.limits.max_output) {
-    return make_error("rendered text exceeds the output limit of {} bytes", opt_.limits.max_output);
-  }
-  out.append(text);
   return ok_status();
 }
 
@@ -144,8 +85,10 @@ Result<Flow> Interp::exec(const Node& n, Frame& frame, std::string& out) {
     }
     case NodeKind::Output: {
       STRATA_ASSIGN(Value v, eval(*n.expr, frame));
-      auto s = v.is_string() ? emit(out, v.str()) : emit(out, to_str(v));
-      if (!s.ok()) return located(n, std::move(s).error());
+      std::string holder;
+      auto t = text(v, holder);
+      if (!t.ok()) return located(n, std::move(t).error());
+      if (auto s = emit(out, *t); !s.ok()) return located(n, std::move(s).error());
       return Flow::Normal;
     }
     case NodeKind::If: {
@@ -165,12 +108,16 @@ Result<Flow> Interp::exec(const Node& n, Frame& frame, std::string& out) {
       std::string captured;
       STRATA_ASSIGN(Flow flow, exec_body(n.body, frame, captured));
       (void)flow;
+      STRATA_TRY(reserve_bytes(kStringBytes));  // the captured text itself was charged as it was emitted
       STRATA_ASSIGN(Value v, apply_filters(n.filters, Value::string(std::move(captured)), frame));
       if (n.kind == NodeKind::SetBlock) {
         frame.set(n.targets[0], std::move(v));
-      } else if (auto s = emit(out, to_str(v)); !s.ok()) {
-        return located(n, std::move(s).error());
+        return Flow::Normal;
       }
+      std::string holder;
+      auto t = text(v, holder);
+      if (!t.ok()) return located(n, std::move(t).error());
+      if (auto s = emit(out, *t); !s.ok()) return located(n, std::move(s).error());
       return Flow::Normal;
     }
     case NodeKind::Macro: {
@@ -188,23 +135,30 @@ Result<Flow> Interp::exec(const Node& n, Frame& frame, std::string& out) {
 
 namespace {
 
+// The sizes are compared before anything is copied (a long string would otherwise become a list first).
 Status unpack(const std::vector<std::string>& targets, const Value& v, Frame& frame) {
   if (targets.size() == 1) {
     frame.set(targets[0], v);
     return ok_status();
   }
-  std::vector<Value> parts;
+  size_t n = 0;
   if (v.is_list()) {
-    parts = v.items();
+    n = v.items().size();
   } else if (v.is_string()) {
-    for (auto c : utf8_chars(v.str())) parts.push_back(Value::string(std::string(c)));
+    if (v.str().size() > 4 * targets.size()) {
+      return make_error("cannot unpack a string of {} bytes into {} names", v.str().size(), targets.size());
+    }
+    n = utf8_length(v.str());
   } else {
     return make_error("cannot unpack a value of type '{}' into {} names", type_name(v), targets.size());
   }
-  if (parts.size() != targets.size()) {
-    return make_error("cannot unpack {} values into {} names", parts.size(), targets.size());
+  if (n != targets.size()) return make_error("cannot unpack {} values into {} names", n, targets.size());
+  if (v.is_list()) {
+    for (size_t i = 0; i < n; ++i) frame.set(targets[i], v.items()[i]);
+    return ok_status();
   }
-  for (size_t i = 0; i < targets.size(); ++i) frame.set(targets[i], std::move(parts[i]));
+  const auto chars = utf8_chars(v.str());
+  for (size_t i = 0; i < n; ++i) frame.set(targets[i], Value::string(std::string(chars[i])));
   return ok_status();
 }
 
@@ -224,19 +178,36 @@ Status Interp::exec_set(const Node& n, Frame& frame) {
   return unpack(n.targets, v, frame);
 }
 
+// Reserves the copy (and for a string, one value per character) before making it.
 Result<std::vector<Value>> Interp::iterate(const Value& v) {
   switch (v.type()) {
     case Type::Undefined: return std::vector<Value>{};
-    case Type::List: return v.items();
+    case Type::List: STRATA_TRY(reserve_list(v.items().size())); return v.items();
     case Type::String: {
+      const std::string& s = v.str();
+      STRATA_TRY(count_bytes(s.size()));
+      const size_t n = utf8_length(s);
+      STRATA_TRY(reserve_list(n));
+      STRATA_TRY(reserve_strings(n, s.size()));
       std::vector<Value> chars;
-      for (auto c : utf8_chars(v.str())) chars.push_back(Value::string(std::string(c)));
+      chars.reserve(n);
+      for (size_t i = 0; i < s.size();) {
+        const size_t len = utf8_char_len(s, i);
+        chars.push_back(Value::string(s.substr(i, len)));
+        i += len;
+      }
       return chars;
     }
     case Type::Dict:
       if (!v.is_namespace()) {
+        const auto& items = v.dict_obj().items;
+        size_t bytes = 0;
+        for (const auto& kv : items) bytes += kv.first.size();
+        STRATA_TRY(reserve_list(items.size()));
+        STRATA_TRY(reserve_strings(items.size(), bytes));
         std::vector<Value> keys;
-        for (const auto& [k, unused] : v.dict_obj().items) keys.push_back(Value::string(k));
+        keys.reserve(items.size());
+        for (const auto& [k, unused] : items) keys.push_back(Value::string(k));
         return keys;
       }
       [[fallthrough]];
@@ -255,7 +226,6 @@ Result<Flow> Interp::exec_for(const Node& n, Frame& frame, std::string& out) {
     auto r = iterate(seq);
     if (!r.ok()) return located(*n.expr, std::move(r).error());
     listed = std::move(r).value();
-    STRATA_TRY(count_steps(static_cast<int64_t>(listed.size() / 16)));
   }
   Frame f{&frame, {}};
   if (n.cond) {
@@ -322,7 +292,8 @@ Result<Flow> Interp::exec_for(const Node& n, Frame& frame, std::string& out) {
 
 Result<Value> Interp::call_macro(const Node& macro, Args& args) {
   if (call_depth_ >= opt_.limits.max_call_depth) {
-    return make_error("macro '{}' called recursively deeper than {} levels", macro.text, opt_.limits.max_call_depth);
+    return limit_error(fmt::format("macro '{}' called recursively deeper than {} levels (max_call_depth)", macro.text,
+                                   opt_.limits.max_call_depth));
   }
   ++call_depth_;
   struct Guard {
@@ -358,11 +329,14 @@ Result<Value> Interp::call_macro(const Node& macro, Args& args) {
   for (size_t k = 0; k < args.kw.size(); ++k) {
     if (!used_kw[k]) kwargs.push_back(args.kw[k]);
   }
+  STRATA_TRY(reserve_list(varargs.size()));
   f.set("varargs", Value::list(std::move(varargs)));
-  f.set("kwargs", Value::dict(std::move(kwargs)));
+  STRATA_ASSIGN(Value kw, make_dict(std::move(kwargs)));
+  f.set("kwargs", std::move(kw));
   std::string out;
   STRATA_ASSIGN(Flow flow, exec_body(macro.body, f, out));
   (void)flow;
+  STRATA_TRY(reserve_bytes(kStringBytes));  // the text was charged as it was emitted
   return Value::string(std::move(out));
 }
 
@@ -410,6 +384,7 @@ Result<Value> Interp::get_attr(const Value& obj, std::string_view name) {
   switch (obj.type()) {
     case Type::Undefined: return undefined_error(obj, fmt::format("reading attribute '{}'", name));
     case Type::Dict: {
+      STRATA_TRY(count_steps(static_cast<int64_t>(obj.dict_obj().items.size() / 16)));  // a linear scan
       if (!obj.is_namespace() && has_method(obj, name)) break;
       if (const Value* v = obj.dict_obj().find(name)) return *v;
       return Value::undefined(fmt::format("'{} object' has no attribute '{}'", type_name(obj), name));
@@ -426,13 +401,14 @@ Result<Value> Interp::get_attr(const Value& obj, std::string_view name) {
 
 Result<Value> Interp::get_item(const Value& obj, const Value& key) {
   switch (obj.type()) {
-    case Type::Undefined: return undefined_error(obj, fmt::format("reading item {}", repr(key)));
+    case Type::Undefined: return undefined_error(obj, fmt::format("reading item {}", short_repr(key)));
     case Type::Dict:
+      STRATA_TRY(count_steps(static_cast<int64_t>(obj.dict_obj().items.size() / 16)));
       if (key.is_string()) {
         if (const Value* v = obj.dict_obj().find(key.str())) return *v;
         if (has_method(obj, key.str())) return get_attr(obj, key.str());
       }
-      return Value::undefined(fmt::format("'dict object' has no attribute {}", repr(key)));
+      return Value::undefined(fmt::format("'dict object' has no attribute {}", short_repr(key)));
     case Type::List:
     case Type::String:
       if (key.is_int() || key.is_bool()) {
@@ -442,18 +418,23 @@ Result<Value> Interp::get_item(const Value& obj, const Value& key) {
           if (i < 0) i += n;
           if (i >= 0 && i < n) return obj.items()[static_cast<size_t>(i)];
         } else {
-          const auto chars = utf8_chars(obj.str());
-          const auto n = static_cast<int64_t>(chars.size());
+          const std::string& s = obj.str();
+          STRATA_TRY(count_bytes(s.size()));  // finding the character walks the string
+          const auto n = static_cast<int64_t>(utf8_length(s));
           if (i < 0) i += n;
-          if (i >= 0 && i < n) return Value::string(std::string(chars[static_cast<size_t>(i)]));
+          if (i >= 0 && i < n) {
+            size_t at = 0;
+            for (int64_t k = 0; k < i; ++k) at += utf8_char_len(s, at);
+            return make_string(s.substr(at, utf8_char_len(s, at)));
+          }
         }
         return Value::undefined(fmt::format("'{} object' has no element {}", type_name(obj), key.as_int()));
       }
       if (key.is_string()) return get_attr(obj, key.str());
-      return Value::undefined(fmt::format("'{} object' has no element {}", type_name(obj), repr(key)));
+      return Value::undefined(fmt::format("'{} object' has no element {}", type_name(obj), short_repr(key)));
     default:
       if (key.is_string()) return get_attr(obj, key.str());
-      return Value::undefined(fmt::format("'{} object' has no element {}", type_name(obj), repr(key)));
+      return Value::undefined(fmt::format("'{} object' has no element {}", type_name(obj), short_repr(key)));
   }
 }
 
@@ -568,7 +549,8 @@ Result<Value> Interp::eval_inner(const Expr& e, Frame& frame) {
         bool r = false;
         const CmpOp op = e.cmp[i];
         if (op == CmpOp::Eq || op == CmpOp::Ne) {
-          r = equals(left, right) == (op == CmpOp::Eq);
+          STRATA_ASSIGN(bool eq, equal(left, right));
+          r = eq == (op == CmpOp::Eq);
         } else if (op == CmpOp::In || op == CmpOp::NotIn) {
           Args args;
           args.pos.push_back(right);
@@ -576,7 +558,7 @@ Result<Value> Interp::eval_inner(const Expr& e, Frame& frame) {
           r = in == (op == CmpOp::In);
         } else {
           if (left.is_undefined() || right.is_undefined()) return operand_error("comparison", left, right);
-          STRATA_ASSIGN(int c, compare(left, right));
+          STRATA_ASSIGN(int c, order(left, right));
           r = op == CmpOp::Lt ? c < 0 : op == CmpOp::Le ? c <= 0 : op == CmpOp::Gt ? c > 0 : c >= 0;
         }
         if (!r) return Value::boolean(false);
@@ -602,17 +584,21 @@ Result<Value> Interp::eval_slice(const Expr& e, Frame& frame) {
   }
   const int64_t step = parts[2];
   if (step == 0) return make_error("slice step cannot be zero");
+  if (obj.is_undefined()) return undefined_error(obj, "sliced");
+  if (!obj.is_list() && !obj.is_string()) return make_error("'{}' object cannot be sliced", type_name(obj));
+  // Strings are sliced by character; an ASCII string's characters are its bytes.
+  const std::string& str = obj.str();
   std::vector<std::string_view> chars;
   int64_t n = 0;
   if (obj.is_list()) {
     n = static_cast<int64_t>(obj.items().size());
-  } else if (obj.is_string()) {
-    chars = utf8_chars(obj.str());
-    n = static_cast<int64_t>(chars.size());
-  } else if (obj.is_undefined()) {
-    return undefined_error(obj, "sliced");
   } else {
-    return make_error("'{}' object cannot be sliced", type_name(obj));
+    STRATA_TRY(count_bytes(str.size()));
+    n = static_cast<int64_t>(utf8_length(str));
+    if (static_cast<size_t>(n) != str.size()) {
+      STRATA_TRY(reserve_bytes(static_cast<size_t>(n) * sizeof(std::string_view)));
+      chars = utf8_chars(str);
+    }
   }
   auto clamp = [&](int64_t v, int64_t lo, int64_t hi) {
     if (v < 0) v += n;
@@ -626,58 +612,58 @@ Result<Value> Interp::eval_slice(const Expr& e, Frame& frame) {
     start = given[0] ? clamp(parts[0], -1, n - 1) : n - 1;
     stop = given[1] ? clamp(parts[1], -1, n - 1) : -1;
   }
-  std::vector<Value> items;
+  // Elements selected: ceil(span / |step|), computed without overflow.
+  const uint64_t span = step > 0 ? static_cast<uint64_t>(std::max<int64_t>(0, stop - start))
+                                 : static_cast<uint64_t>(std::max<int64_t>(0, start - stop));
+  const uint64_t stride = step > 0 ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
+  const auto count = static_cast<size_t>(span / stride + (span % stride != 0));
+  if (obj.is_list()) {
+    STRATA_TRY(reserve_list(count));
+    std::vector<Value> items;
+    items.reserve(count);
+    for (size_t k = 0; k < count; ++k) {
+      items.push_back(obj.items()[static_cast<size_t>(start + static_cast<int64_t>(k) * step)]);
+    }
+    return make_list(std::move(items), true);
+  }
+  STRATA_TRY(reserve_string(chars.empty() ? count : std::min(str.size(), count * 4)));
   std::string text;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-    if (obj.is_list()) {
-      items.push_back(obj.items()[static_cast<size_t>(i)]);
+  for (size_t k = 0; k < count; ++k) {
+    const auto i = static_cast<size_t>(start + static_cast<int64_t>(k) * step);
+    if (chars.empty()) {
+      text += str[i];
     } else {
-      text.append(chars[static_cast<size_t>(i)]);
+      text.append(chars[i]);
     }
   }
-  if (obj.is_list()) return make_list(std::move(items));
-  return make_string(std::move(text));
+  return make_string(std::move(text), true);
 }
 
 Result<Value> Interp::eval_binary(const Expr& e, const Value& a, const Value& b) {
   static constexpr const char* kNames[] = {"+", "-", "*", "/", "//", "%", "**", "~"};
   const char* name = kNames[static_cast<int>(e.op)];
   if (e.op == BinOp::Concat) {
-    const std::string x = to_str(a), y = to_str(b);
-    STRATA_TRY(check_string_size(x.size() + y.size()));
-    return make_string(x + y);
+    std::string hold_a, hold_b;
+    STRATA_ASSIGN(std::string_view x, text(a, hold_a));
+    STRATA_ASSIGN(std::string_view y, text(b, hold_b));
+    return concat(x, y);
   }
   if (e.op == BinOp::Add) {
-    if (a.is_string() && b.is_string()) {
-      STRATA_TRY(check_string_size(a.str().size() + b.str().size()));
-      return make_string(a.str() + b.str());
-    }
+    if (a.is_string() && b.is_string()) return concat(a.str(), b.str());
     if (a.is_list() && b.is_list()) {
-      if (a.items().size() + b.items().size() > opt_.limits.max_list) return make_error("list too long");
-      std::vector<Value> items = a.items();
+      STRATA_TRY(reserve_list(checked_add(a.items().size(), b.items().size())));
+      std::vector<Value> items;
+      items.reserve(a.items().size() + b.items().size());
+      items.insert(items.end(), a.items().begin(), a.items().end());
       items.insert(items.end(), b.items().begin(), b.items().end());
-      return make_list(std::move(items));
+      return make_list(std::move(items), true);
     }
   }
   if (e.op == BinOp::Mul && (a.is_string() || a.is_list() || b.is_string() || b.is_list())) {
     const Value& seq = (a.is_string() || a.is_list()) ? a : b;
     const Value& count = (a.is_string() || a.is_list()) ? b : a;
     if (!count.is_int() && !count.is_bool()) return operand_error(name, a, b);
-    const int64_t k = std::max<int64_t>(0, count.as_int());
-    if (seq.is_string()) {
-      if (k > 0 && seq.str().size() > opt_.limits.max_output / static_cast<uint64_t>(k)) {
-        return check_string_size(opt_.limits.max_output + 1).error();
-      }
-      std::string s;
-      for (int64_t i = 0; i < k; ++i) s += seq.str();
-      return make_string(std::move(s));
-    }
-    if (k > 0 && seq.items().size() > opt_.limits.max_list / static_cast<uint64_t>(k)) {
-      return make_error("list too long");
-    }
-    std::vector<Value> items;
-    for (int64_t i = 0; i < k; ++i) items.insert(items.end(), seq.items().begin(), seq.items().end());
-    return make_list(std::move(items));
+    return repeat(seq, count.as_int());
   }
   if (!a.is_number() || !b.is_number()) return operand_error(name, a, b);
   const bool as_float = a.is_float() || b.is_float() || e.op == BinOp::Div;

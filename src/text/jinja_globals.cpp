@@ -17,8 +17,6 @@ namespace {
 const Value kNone = Value::none();
 const Value kUndef = Value::undefined();
 
-bool is_py_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
-
 // ---- tests --------------------------------------------------------------------------------------
 
 Result<bool> t_defined(Interp&, const Value& v, Args&) { return !v.is_undefined(); }
@@ -40,11 +38,14 @@ Result<bool> t_sequence(Interp&, const Value& v, Args&) {
   return v.is_string() || v.is_list() || v.is_mapping() || v.is_undefined();
 }
 Result<bool> t_callable(Interp&, const Value& v, Args&) { return v.is_callable(); }
-// Python's str.islower()/isupper(): at least one cased character, and none of the other case.
-bool is_lower(const std::string& s) { return ascii_lower(s) == s && ascii_upper(s) != s; }
-bool is_upper(const std::string& s) { return ascii_upper(s) == s && ascii_lower(s) != s; }
-Result<bool> t_lower(Interp&, const Value& v, Args&) { return v.is_string() && is_lower(v.str()); }
-Result<bool> t_upper(Interp&, const Value& v, Args&) { return v.is_string() && is_upper(v.str()); }
+Result<bool> t_lower(Interp& in, const Value& v, Args&) {
+  STRATA_TRY(in.count_bytes(v.str().size()));
+  return v.is_string() && is_lower(v.str());
+}
+Result<bool> t_upper(Interp& in, const Value& v, Args&) {
+  STRATA_TRY(in.count_bytes(v.str().size()));
+  return v.is_string() && is_upper(v.str());
+}
 Result<bool> t_escaped(Interp&, const Value&, Args&) { return false; }
 
 Result<const Value*> other(const Args& args, const char* test) {
@@ -53,18 +54,19 @@ Result<const Value*> other(const Args& args, const char* test) {
   return &o;
 }
 
-Result<bool> t_eq(Interp&, const Value& v, Args& a) {
+Result<bool> t_eq(Interp& in, const Value& v, Args& a) {
   STRATA_ASSIGN(const Value* o, other(a, "equalto"));
-  return equals(v, *o);
+  return in.equal(v, *o);
 }
-Result<bool> t_ne(Interp&, const Value& v, Args& a) {
+Result<bool> t_ne(Interp& in, const Value& v, Args& a) {
   STRATA_ASSIGN(const Value* o, other(a, "ne"));
-  return !equals(v, *o);
+  STRATA_ASSIGN(bool eq, in.equal(v, *o));
+  return !eq;
 }
 template <int kWant>  // -2: <, -1: <=, 1: >=, 2: >
-Result<bool> t_order(Interp&, const Value& v, Args& a) {
+Result<bool> t_order(Interp& in, const Value& v, Args& a) {
   STRATA_ASSIGN(const Value* o, other(a, "comparison"));
-  STRATA_ASSIGN(int c, compare(v, *o));
+  STRATA_ASSIGN(int c, in.order(v, *o));
   switch (kWant) {
     case -2: return c < 0;
     case -1: return c <= 0;
@@ -72,23 +74,31 @@ Result<bool> t_order(Interp&, const Value& v, Args& a) {
     default: return c > 0;
   }
 }
-Result<bool> t_sameas(Interp&, const Value& v, Args& a) {
+Result<bool> t_sameas(Interp& in, const Value& v, Args& a) {
   STRATA_ASSIGN(const Value* o, other(a, "sameas"));
   if (v.type() != o->type()) return false;
   if (v.is_list() || v.is_dict() || v.is_callable()) return v.identity() == o->identity();
-  return equals(v, *o);
+  return in.equal(v, *o);
 }
-Result<bool> t_in(Interp&, const Value& v, Args& a) {
+Result<bool> t_in(Interp& in, const Value& v, Args& a) {
   STRATA_ASSIGN(const Value* seq, other(a, "in"));
   switch (seq->type()) {
     case Type::String:
       if (!v.is_string()) return make_error("'in <string>' requires a string as left operand, not '{}'", type_name(v));
-      return seq->str().find(v.str()) != std::string::npos;
+      STRATA_TRY(in.count_bytes(seq->str().size() + v.str().size()));
+      return find_sub(seq->str(), v.str()) != std::string::npos;
     case Type::List:
-      return std::any_of(seq->items().begin(), seq->items().end(), [&](const Value& x) { return equals(x, v); });
+      for (const Value& x : seq->items()) {
+        STRATA_ASSIGN(bool eq, in.equal(x, v));
+        if (eq) return true;
+      }
+      return false;
     case Type::Undefined: return false;
     case Type::Dict:
-      if (!seq->is_namespace()) return v.is_string() && seq->dict_obj().find(v.str()) != nullptr;
+      if (!seq->is_namespace()) {
+        STRATA_TRY(in.count_steps(static_cast<int64_t>(seq->dict_obj().items.size() / 16)));
+        return v.is_string() && seq->dict_obj().find(v.str()) != nullptr;
+      }
       [[fallthrough]];
     default: return make_error("argument of type '{}' is not iterable", type_name(*seq));
   }
@@ -110,100 +120,62 @@ Result<bool> t_divisibleby(Interp&, const Value& v, Args& a) {
 
 // ---- methods ------------------------------------------------------------------------------------
 
-bool chars_match(std::string_view s, const Value& prefix, bool at_end, bool& ok) {
-  auto one = [&](const Value& p) {
+// startswith/endswith with a string or a list of strings; an error for anything else.
+Result<bool> affix_match(Interp& in, std::string_view s, const Value& affix, bool at_end) {
+  auto one = [&](const Value& p) -> Result<bool> {
     if (!p.is_string()) return false;
     const std::string& t = p.str();
+    STRATA_TRY(in.count_bytes(t.size()));
     if (t.size() > s.size()) return false;
     return at_end ? s.substr(s.size() - t.size()) == t : s.substr(0, t.size()) == t;
   };
-  ok = true;
-  if (prefix.is_string()) return one(prefix);
-  if (prefix.is_list()) return std::any_of(prefix.items().begin(), prefix.items().end(), one);
-  ok = false;
+  if (affix.is_string()) return one(affix);
+  if (!affix.is_list()) return make_error("{} needs a string or a list of strings", at_end ? "endswith" : "startswith");
+  for (const Value& p : affix.items()) {
+    STRATA_TRY(in.count_steps(1));
+    STRATA_ASSIGN(bool hit, one(p));
+    if (hit) return true;
+  }
   return false;
 }
 
-Result<Value> py_split(Interp& in, const std::string& s, const Value& sep, int64_t maxsplit, bool from_right) {
-  std::vector<std::string> parts;
-  if (sep.is_none() || sep.is_undefined()) {
-    // Runs of whitespace separate; leading/trailing whitespace is ignored.
-    std::vector<std::pair<size_t, size_t>> words;
-    size_t i = 0;
-    while (i < s.size()) {
-      while (i < s.size() && is_py_space(static_cast<unsigned char>(s[i]))) ++i;
-      if (i >= s.size()) break;
-      size_t j = i;
-      while (j < s.size() && !is_py_space(static_cast<unsigned char>(s[j]))) ++j;
-      words.emplace_back(i, j);
-      i = j;
-    }
-    if (maxsplit >= 0 && static_cast<int64_t>(words.size()) > maxsplit + 1) {
-      const size_t keep = static_cast<size_t>(maxsplit);
-      if (!from_right) {
-        std::string rest = s.substr(words[keep].first);
-        while (!rest.empty() && is_py_space(static_cast<unsigned char>(rest.back()))) rest.pop_back();
-        for (size_t k = 0; k < keep; ++k) parts.push_back(s.substr(words[k].first, words[k].second - words[k].first));
-        parts.push_back(rest);
-      } else {
-        const size_t cut = words.size() - keep - 1;
-        std::string rest = s.substr(0, words[cut].second);
-        size_t b = 0;
-        while (b < rest.size() && is_py_space(static_cast<unsigned char>(rest[b]))) ++b;
-        parts.push_back(rest.substr(b));
-        for (size_t k = cut + 1; k < words.size(); ++k) {
-          parts.push_back(s.substr(words[k].first, words[k].second - words[k].first));
-        }
-      }
-    } else {
-      for (const auto& [b, e] : words) parts.push_back(s.substr(b, e - b));
-    }
-  } else {
-    if (!sep.is_string()) return make_error("split: the separator must be a string");
-    const std::string& d = sep.str();
-    if (d.empty()) return make_error("split: empty separator");
-    if (!from_right) {
-      size_t start = 0;
-      int64_t n = 0;
-      while (maxsplit < 0 || n < maxsplit) {
-        const size_t at = s.find(d, start);
-        if (at == std::string::npos) break;
-        parts.push_back(s.substr(start, at - start));
-        start = at + d.size();
-        ++n;
-      }
-      parts.push_back(s.substr(start));
-    } else {
-      size_t end = s.size();
-      int64_t n = 0;
-      std::vector<std::string> rev;
-      while ((maxsplit < 0 || n < maxsplit) && end >= d.size()) {
-        const size_t at = s.rfind(d, end - d.size());
-        if (at == std::string::npos) break;
-        rev.push_back(s.substr(at + d.size(), end - at - d.size()));
-        end = at;
-        ++n;
-      }
-      rev.push_back(s.substr(0, end));
-      parts.assign(rev.rbegin(), rev.rend());
-    }
-  }
-  std::vector<Value> items;
-  items.reserve(parts.size());
-  for (auto& p : parts) items.push_back(Value::string(std::move(p)));
-  return in.make_list(std::move(items));
+Result<int64_t> char_index(Interp& in, std::string_view s, size_t byte_pos) {
+  STRATA_TRY(in.count_bytes(byte_pos));
+  return static_cast<int64_t>(utf8_length(s.substr(0, byte_pos)));
 }
 
-int64_t char_index(const std::string& s, size_t byte_pos) {
-  return static_cast<int64_t>(utf8_length(std::string_view(s).substr(0, byte_pos)));
+// find, rfind, index, rindex, count.
+Result<Value> search_method(Interp& in, std::string_view s, std::string_view name, const Value& a0) {
+  if (!a0.is_string()) return make_error("{} needs a string argument", name);
+  const std::string& sub = a0.str();
+  STRATA_TRY(in.count_bytes(s.size() + sub.size()));
+  if (name == "count") {
+    if (sub.empty()) return Value::integer(static_cast<int64_t>(utf8_length(s)) + 1);
+    int64_t n = 0;
+    for (size_t at = find_sub(s, sub); at != std::string::npos; at = find_sub(s, sub, at + sub.size())) ++n;
+    return Value::integer(n);
+  }
+  const bool from_right = name[0] == 'r';
+  if (from_right) STRATA_TRY(in.reserve_bytes(s.size() + sub.size()));  // rfind_sub's reversed copies
+  const size_t at = from_right ? rfind_sub(s, sub) : find_sub(s, sub);
+  if (at == std::string::npos) {
+    if (name == "index" || name == "rindex") return make_error("substring not found");
+    return Value::integer(-1);
+  }
+  STRATA_ASSIGN(int64_t i, char_index(in, s, at));
+  return Value::integer(i);
+}
+
+Result<Value> strip_method(Interp& in, std::string_view s, const Value& chars, bool left, bool right) {
+  STRATA_ASSIGN(std::string_view kept, py_strip(in, s, chars, left, right));
+  STRATA_TRY(in.reserve_string(kept.size()));
+  return in.make_string(std::string(kept), true);
 }
 
 Result<Value> string_method(Interp& in, const std::string& s, std::string_view name, Args& args) {
   const Value& a0 = arg(args, 0, "", kNone);
   if (name == "startswith" || name == "endswith") {
-    bool ok = false;
-    const bool r = chars_match(s, a0, name == "endswith", ok);
-    if (!ok) return make_error("{} needs a string or a list of strings", name);
+    STRATA_ASSIGN(bool r, affix_match(in, s, a0, name == "endswith"));
     return Value::boolean(r);
   }
   if (name == "split" || name == "rsplit") {
@@ -211,59 +183,28 @@ Result<Value> string_method(Interp& in, const std::string& s, std::string_view n
     const Value& maxsplit = arg(args, 1, "maxsplit", kNone);
     return py_split(in, s, sep, maxsplit.is_int() ? maxsplit.as_int() : -1, name == "rsplit");
   }
-  if (name == "strip") return Value::string(py_strip(s, arg(args, 0, "chars", kNone), true, true));
-  if (name == "lstrip") return Value::string(py_strip(s, arg(args, 0, "chars", kNone), true, false));
-  if (name == "rstrip") return Value::string(py_strip(s, arg(args, 0, "chars", kNone), false, true));
-  if (name == "upper") return Value::string(ascii_upper(s));
-  if (name == "lower") return Value::string(ascii_lower(s));
-  if (name == "title") return Value::string(title_case(s, false));
-  if (name == "capitalize") return Value::string(py_capitalize(s));
+  const Value& chars = arg(args, 0, "chars", kNone);
+  if (name == "strip") return strip_method(in, s, chars, true, true);
+  if (name == "lstrip") return strip_method(in, s, chars, true, false);
+  if (name == "rstrip") return strip_method(in, s, chars, false, true);
+  if (name == "upper") return map_case(in, s, CaseMap::Upper);
+  if (name == "lower") return map_case(in, s, CaseMap::Lower);
+  if (name == "title") return map_case(in, s, CaseMap::Title);
+  if (name == "capitalize") return map_case(in, s, CaseMap::Capitalize);
   if (name == "replace") {
     const Value& count = arg(args, 2, "count", kNone);
     if (!a0.is_string() || !arg(args, 1, "", kNone).is_string()) return make_error("replace needs two strings");
-    STRATA_ASSIGN(auto r, py_replace(in, s, a0.str(), args.pos[1].str(), count.is_int() ? count.as_int() : -1));
-    return Value::string(std::move(r));
+    return py_replace(in, s, a0.str(), args.pos[1].str(), count.is_int() ? count.as_int() : -1);
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
-    if (!a0.is_string()) return make_error("{} needs a string argument", name);
-    const std::string& sub = a0.str();
-    if (name == "count") {
-      if (sub.empty()) return Value::integer(static_cast<int64_t>(utf8_length(s)) + 1);
-      int64_t n = 0;
-      for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;
-      return Value::integer(n);
-    }
-    const size_t at = name[0] == 'r' ? s.rfind(sub) : s.find(sub);
-    if (at == std::string::npos) {
-      if (name == "index" || name == "rindex") return make_error("substring not found");
-      return Value::integer(-1);
-    }
-    return Value::integer(char_index(s, at));
+    return search_method(in, s, name, a0);
   }
   if (name == "join") {
     STRATA_ASSIGN(auto items, in.iterate(a0));
-    std::string out;
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (!items[i].is_string()) return make_error("join: item {} is '{}', not a string", i, type_name(items[i]));
-      if (i) out += s;
-      out += items[i].str();
-      STRATA_TRY(in.check_string_size(out.size()));
-    }
-    return in.make_string(std::move(out));
+    return py_join(in, s, items, kNone, /*strings_only=*/true);
   }
-  if (name == "splitlines") {
-    std::vector<Value> lines;
-    size_t start = 0;
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (s[i] == '\n' || s[i] == '\r') {
-        lines.push_back(Value::string(s.substr(start, i - start)));
-        if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-        start = i + 1;
-      }
-    }
-    if (start < s.size()) lines.push_back(Value::string(s.substr(start)));
-    return in.make_list(std::move(lines));
-  }
+  if (name == "splitlines") return py_splitlines(in, s);
+  STRATA_TRY(in.count_bytes(s.size()));
   auto all = [&](auto pred) {
     return Value::boolean(!s.empty() &&
                           std::all_of(s.begin(), s.end(), [&](char c) { return pred(static_cast<unsigned char>(c)); }));
@@ -310,10 +251,12 @@ Result<Value> g_range(Interp& in, Args& args) {
       step > 0 ? std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step))
                : std::ceil((static_cast<double>(start) - static_cast<double>(stop)) / static_cast<double>(-step));
   if (count > static_cast<double>(in.limits().max_list)) {
-    return make_error("range() of {:.0f} elements exceeds the limit of {}", count, in.limits().max_list);
+    return in.limit_error(
+        fmt::format("range() of {:.0f} elements exceeds the limit of {} (max_list)", count, in.limits().max_list));
   }
   std::vector<Value> items;
   const auto n = static_cast<int64_t>(std::max(0.0, count));
+  STRATA_TRY(in.reserve_list(static_cast<size_t>(n)));
   items.reserve(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k) {
     int64_t offset = 0, v = 0;
@@ -321,7 +264,7 @@ Result<Value> g_range(Interp& in, Args& args) {
     if (step > 0 ? v >= stop : v <= stop) break;
     items.push_back(Value::integer(v));
   }
-  return in.make_list(std::move(items));
+  return in.make_list(std::move(items), true);
 }
 
 Result<Value> g_namespace(Interp& in, Args& args) {
@@ -330,9 +273,15 @@ Result<Value> g_namespace(Interp& in, Args& args) {
     if (args.pos.size() > 1 || !args.pos[0].is_mapping()) {
       return make_error("namespace() takes keyword arguments or one dict");
     }
-    items = args.pos[0].dict_obj().items;
+    const auto& source = args.pos[0].dict_obj().items;
+    size_t keys = 0;
+    for (const auto& kv : source) keys += kv.first.size();
+    STRATA_TRY(in.count_bytes(keys));
+    STRATA_TRY(in.reserve_bytes(source.size() * Interp::kEntryBytes + keys));
+    items = source;
   }
   for (const auto& kv : args.kw) items.push_back(kv);
+  STRATA_TRY(in.count_steps(static_cast<int64_t>(items.size() / 16)));
   return in.make_namespace(std::move(items));
 }
 
@@ -342,14 +291,16 @@ Result<Value> g_dict(Interp& in, Args& args) {
     if (args.pos.size() > 1 || !args.pos[0].is_mapping()) {
       return make_error("dict() takes keyword arguments or one dict");
     }
-    items = args.pos[0].dict_obj().items;
+    items = args.pos[0].dict_obj().items;  // the keys are shared copies: make_dict charges them
   }
   for (const auto& kv : args.kw) items.push_back(kv);
   return in.make_dict(std::move(items));
 }
 
-Result<Value> g_raise_exception(Interp&, Args& args) {
-  return make_error("template raised an error: {}", to_str(arg(args, 0, "message", kNone)));
+Result<Value> g_raise_exception(Interp& in, Args& args) {
+  std::string holder;
+  STRATA_ASSIGN(std::string_view message, in.text(arg(args, 0, "message", kNone), holder));
+  return make_error("template raised an error: {}", message);
 }
 
 Result<Value> g_strftime_now(Interp& in, Args& args) {
@@ -361,19 +312,20 @@ Result<Value> g_strftime_now(Interp& in, Args& args) {
   localtime_r(&now, &tm);
   char buf[2048];
   const size_t n = std::strftime(buf, sizeof buf, format.str().c_str(), &tm);
-  return Value::string(std::string(buf, n));
+  return in.make_string(std::string(buf, n));
 }
 
-Result<Value> g_joiner(Interp&, Args& args) {
+Result<Value> g_joiner(Interp& in, Args& args) {
   static const Value kComma = Value::string(", ");
-  const std::string sep = to_str(arg(args, 0, "sep", kComma));
+  static const Value kNothing = Value::string("");
+  STRATA_ASSIGN(Value sep, in.stringify(arg(args, 0, "sep", kComma)));
   auto used = std::make_shared<bool>(false);
   return Value::callable("joiner", [sep, used](Interp&, Args&) -> Result<Value> {
     if (!*used) {
       *used = true;
-      return Value::string("");
+      return kNothing;
     }
-    return Value::string(sep);
+    return sep;  // shared, not copied
   });
 }
 
@@ -438,34 +390,36 @@ Result<Value> call_method(Interp& in, const Value& self, std::string_view name, 
   if (self.is_mapping()) {
     const auto& items = self.dict_obj().items;
     if (name == "get") {
+      STRATA_TRY(in.count_steps(static_cast<int64_t>(items.size() / 16)));  // find() is a linear scan
       const Value& key = arg(args, 0, "key", kUndef);
       if (key.is_string()) {
         if (const Value* v = self.dict_obj().find(key.str())) return *v;
       }
       return arg(args, 1, "default", kNone);
     }
-    std::vector<Value> out;
-    for (const auto& [k, v] : items) {
-      if (name == "keys") {
-        out.push_back(Value::string(k));
-      } else if (name == "values") {
-        out.push_back(v);
-      } else {
-        out.push_back(Value::tuple({Value::string(k), v}));
-      }
+    if (name == "items") return dict_items(in, self);
+    STRATA_TRY(in.reserve_list(items.size()));
+    if (name == "keys") {
+      size_t bytes = 0;
+      for (const auto& kv : items) bytes += kv.first.size();
+      STRATA_TRY(in.reserve_strings(items.size(), bytes));
     }
-    return in.make_list(std::move(out));
+    std::vector<Value> out;
+    out.reserve(items.size());
+    for (const auto& [k, v] : items) out.push_back(name == "keys" ? Value::string(k) : v);
+    return in.make_list(std::move(out), true);
   }
   if (self.is_list()) {
     const Value& x = arg(args, 0, "value", kUndef);
     const auto& items = self.items();
-    if (name == "count") {
-      return Value::integer(std::count_if(items.begin(), items.end(), [&](const Value& y) { return equals(x, y); }));
-    }
+    int64_t n = 0;
     for (size_t i = 0; i < items.size(); ++i) {
-      if (equals(items[i], x)) return Value::integer(static_cast<int64_t>(i));
+      STRATA_ASSIGN(bool eq, in.equal(items[i], x));
+      if (eq && name == "index") return Value::integer(static_cast<int64_t>(i));
+      n += eq;
     }
-    return make_error("{} is not in list", repr(x));
+    if (name == "count") return Value::integer(n);
+    return make_error("{} is not in list", short_repr(x));
   }
   return make_error("'{}' object has no method '{}'", type_name(self), name);
 }
@@ -483,110 +437,18 @@ Value find_global(std::string_view name) {
   return it == kGlobals.end() ? Value() : it->second;
 }
 
-// ---- string helpers -----------------------------------------------------------------------------
-
-std::string py_strip(std::string_view s, const Value& chars, bool left, bool right) {
-  if (chars.is_none() || chars.is_undefined()) {
-    size_t b = 0, e = s.size();
-    if (left) {
-      while (b < e && is_py_space(static_cast<unsigned char>(s[b]))) ++b;
-    }
-    if (right) {
-      while (e > b && is_py_space(static_cast<unsigned char>(s[e - 1]))) --e;
-    }
-    return std::string(s.substr(b, e - b));
-  }
-  const std::string set_text = to_str(chars);
-  const auto set = utf8_chars(set_text);
-  const auto cs = utf8_chars(s);
-  auto in_set = [&](std::string_view c) { return std::find(set.begin(), set.end(), c) != set.end(); };
-  size_t b = 0, e = cs.size();
-  if (left) {
-    while (b < e && in_set(cs[b])) ++b;
-  }
-  if (right) {
-    while (e > b && in_set(cs[e - 1])) --e;
-  }
-  std::string out;
-  for (size_t i = b; i < e; ++i) out.append(cs[i]);
-  return out;
-}
-
-Result<std::string> py_replace(Interp& in, std::string_view s, std::string_view old, std::string_view repl,
-                               int64_t count) {
-  std::string out;
-  int64_t n = 0;
-  if (old.empty()) {  // Python inserts the replacement around every character
-    const auto cs = utf8_chars(s);
-    for (size_t i = 0; i <= cs.size(); ++i) {
-      if (count < 0 || n < count) {
-        out.append(repl);
-        ++n;
-      }
-      if (i < cs.size()) out.append(cs[i]);
-      STRATA_TRY(in.check_string_size(out.size()));
-    }
-    return out;
-  }
-  size_t start = 0;
-  while (count < 0 || n < count) {
-    const size_t at = s.find(old, start);
-    if (at == std::string_view::npos) break;
-    out.append(s.substr(start, at - start));
-    out.append(repl);
-    STRATA_TRY(in.check_string_size(out.size()));
-    start = at + old.size();
-    ++n;
-  }
-  out.append(s.substr(start));
-  STRATA_TRY(in.check_string_size(out.size()));
-  return out;
-}
-
-std::string ascii_upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-  }
-  return out;
-}
-
-std::string ascii_lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-std::string py_capitalize(std::string_view s) {
-  std::string out = ascii_lower(s);
-  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 'a' + 'A');
-  return out;
-}
-
-std::string title_case(std::string_view s, bool jinja_words) {
-  std::string out;
-  bool word_start = true;
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    const bool letter = std::isalpha(u) || u >= 0x80;
-    bool boundary;
-    if (jinja_words) {
-      boundary = is_py_space(u) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
-    } else {
-      boundary = !letter;
-    }
-    if (boundary) {
-      out += c;
-      word_start = true;
-      continue;
-    }
-    const std::string one(1, c);
-    out += word_start ? ascii_upper(one) : ascii_lower(one);
-    word_start = false;
-  }
-  return out;
+Result<Value> dict_items(Interp& in, const Value& dict) {
+  const auto& items = dict.dict_obj().items;
+  // Each pair is a tuple of two values; its key a new string.
+  size_t bytes = 0;
+  for (const auto& kv : items) bytes += kv.first.size();
+  STRATA_TRY(in.reserve_list(items.size()));
+  STRATA_TRY(in.reserve_strings(items.size(), bytes));
+  STRATA_TRY(in.reserve_bytes(items.size() * (Interp::kObjectBytes + 2 * Interp::kValueBytes)));
+  std::vector<Value> pairs;
+  pairs.reserve(items.size());
+  for (const auto& [k, v] : items) pairs.push_back(Value::tuple({Value::string(k), v}));
+  return in.make_list(std::move(pairs), true);
 }
 
 }  // namespace strata::text::jinja

@@ -50,10 +50,12 @@ Result<Template> Template::parse(std::string_view source, const SyntaxOptions& s
   return t;
 }
 
-Result<std::string> Template::render(const Vars& vars, const RenderOptions& options) const {
+Result<std::string> Template::render(const Vars& vars, const RenderOptions& options, RenderStats* stats) const {
   if (!program_) return make_error("template is empty (never parsed)");
   Interp interp(options);
-  return interp.render(*program_, vars);
+  auto out = interp.render(*program_, vars);
+  if (stats) *stats = interp.stats();
+  return out;
 }
 
 }  // namespace strata::text::jinja

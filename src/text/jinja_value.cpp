@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <unordered_map>
 
 namespace strata::text::jinja {
 
@@ -12,6 +14,28 @@ namespace {
 const std::string kEmpty;
 
 int child_depth(const Value& v) { return v.depth(); }
+
+// Python dict construction: a key keeps its first position and takes its last value. Hashed, so a
+// dict of many keys is built in linear time.
+std::vector<std::pair<std::string, Value>> dedup(std::vector<std::pair<std::string, Value>> items) {
+  std::unordered_map<std::string_view, size_t> position;
+  std::vector<size_t> source;  // for each output entry, the input entry whose value it takes
+  position.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto [it, inserted] = position.emplace(items[i].first, source.size());
+    if (inserted) {
+      source.push_back(i);
+    } else {
+      source[it->second] = i;
+    }
+  }
+  if (source.size() == items.size()) return items;
+  position.clear();  // its keys view `items`, about to be moved from
+  std::vector<std::pair<std::string, Value>> out;
+  out.reserve(source.size());
+  for (size_t i : source) out.push_back(std::move(items[i]));
+  return out;
+}
 
 }  // namespace
 
@@ -94,11 +118,7 @@ Value Value::dict(std::vector<std::pair<std::string, Value>> items, bool keys_un
   auto obj = std::make_shared<DictObj>();
   int depth = 0;
   for (const auto& [k, val] : items) depth = std::max(depth, child_depth(val));
-  if (keys_unique) {
-    obj->items = std::move(items);
-  } else {
-    for (auto& [k, val] : items) obj->set(std::move(k), std::move(val));
-  }
+  obj->items = keys_unique ? std::move(items) : dedup(std::move(items));
   obj->depth = depth + 1;
   Value v;
   v.type_ = Type::Dict;
@@ -108,7 +128,7 @@ Value Value::dict(std::vector<std::pair<std::string, Value>> items, bool keys_un
 
 Value Value::namespace_obj(std::vector<std::pair<std::string, Value>> items) {
   auto obj = std::make_shared<DictObj>();
-  for (auto& [k, val] : items) obj->set(std::move(k), std::move(val));
+  obj->items = dedup(std::move(items));
   obj->is_namespace = true;
   obj->depth = 1;  // printing, comparing and serialising never look inside a namespace
   Value v;
@@ -189,11 +209,19 @@ std::string format_float(double f) {
 
 namespace {
 
-std::string repr_string(const std::string& s) {
+// Python's repr of a str; false when `out` would pass `max` bytes (checked before appending).
+bool repr_string(const std::string& s, std::string& out, size_t max) {
+  // The longest escape is 4 bytes per input byte (\xNN), plus the quotes.
+  if (s.size() > max / 4 && out.size() + s.size() + 2 > max) return false;
+  if (out.size() + 4 * s.size() + 2 > max) {
+    size_t need = 2;
+    for (unsigned char c : s) need += (c < 0x20 || c == 0x7f) ? 4 : (c == '\\' || c == '\'' || c == '"') ? 2 : 1;
+    if (out.size() + need > max) return false;
+  }
   // Python picks single quotes unless the text has a single quote and no double quote.
   const bool use_double = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
   const char q = use_double ? '"' : '\'';
-  std::string out(1, q);
+  out += q;
   for (unsigned char c : s) {
     switch (c) {
       case '\\': out += "\\\\"; break;
@@ -212,57 +240,89 @@ std::string repr_string(const std::string& s) {
     }
   }
   out += q;
-  return out;
+  return true;
+}
+
+bool append_bounded(std::string& out, std::string_view text, size_t max) {
+  if (text.size() > max || out.size() > max - text.size()) return false;
+  out.append(text);
+  return true;
 }
 
 }  // namespace
 
-std::string repr(const Value& v) {
+bool repr_into(const Value& v, std::string& out, size_t max, size_t* values) {
+  if (values) ++*values;
   switch (v.type()) {
-    case Type::String: return repr_string(v.str());
+    case Type::String: return repr_string(v.str(), out, max);
     case Type::List: {
       const bool tuple = v.list_obj().is_tuple;
-      std::string out = tuple ? "(" : "[";
+      if (!append_bounded(out, tuple ? "(" : "[", max)) return false;
       bool first = true;
       for (const auto& item : v.items()) {
-        if (!first) out += ", ";
+        if (!first && !append_bounded(out, ", ", max)) return false;
         first = false;
-        out += repr(item);
+        if (!repr_into(item, out, max, values)) return false;
       }
-      if (tuple && v.items().size() == 1) out += ",";
-      return out + (tuple ? ")" : "]");
+      if (tuple && v.items().size() == 1 && !append_bounded(out, ",", max)) return false;
+      return append_bounded(out, tuple ? ")" : "]", max);
     }
     case Type::Dict: {
-      if (v.is_namespace()) return "<Namespace>";
-      std::string out = "{";
+      if (v.is_namespace()) return append_bounded(out, "<Namespace>", max);
+      if (!append_bounded(out, "{", max)) return false;
       bool first = true;
       for (const auto& [k, item] : v.dict_obj().items) {
-        if (!first) out += ", ";
+        if (!first && !append_bounded(out, ", ", max)) return false;
         first = false;
-        out += repr_string(k) + ": " + repr(item);
+        if (!repr_string(k, out, max) || !append_bounded(out, ": ", max) || !repr_into(item, out, max, values)) return false;
       }
-      return out + "}";
+      return append_bounded(out, "}", max);
     }
-    default: return to_str(v);
+    default: return str_into(v, out, max, nullptr);
   }
+}
+
+bool str_into(const Value& v, std::string& out, size_t max, size_t* values) {
+  switch (v.type()) {
+    case Type::Undefined: return true;
+    case Type::None: return append_bounded(out, "None", max);
+    case Type::Bool: return append_bounded(out, v.as_bool() ? "True" : "False", max);
+    case Type::Int: return append_bounded(out, std::to_string(v.as_int()), max);
+    case Type::Float: return append_bounded(out, format_float(v.as_float()), max);
+    case Type::String: return append_bounded(out, v.str(), max);
+    case Type::List:
+    case Type::Dict: return repr_into(v, out, max, values);
+    case Type::Callable: return append_bounded(out, "<function " + v.callable_obj().name + ">", max);
+  }
+  return true;
+}
+
+std::string repr(const Value& v) {
+  std::string out;
+  repr_into(v, out, SIZE_MAX, nullptr);
+  return out;
 }
 
 std::string to_str(const Value& v) {
-  switch (v.type()) {
-    case Type::Undefined: return "";
-    case Type::None: return "None";
-    case Type::Bool: return v.as_bool() ? "True" : "False";
-    case Type::Int: return std::to_string(v.as_int());
-    case Type::Float: return format_float(v.as_float());
-    case Type::String: return v.str();
-    case Type::List:
-    case Type::Dict: return repr(v);
-    case Type::Callable: return "<function " + v.callable_obj().name + ">";
-  }
-  return "";
+  if (v.is_string()) return v.str();
+  std::string out;
+  str_into(v, out, SIZE_MAX, nullptr);
+  return out;
+}
+
+std::string short_repr(const Value& v, size_t max) {
+  std::string out;
+  if (!repr_into(v, out, max, nullptr)) out += "...";
+  return out;
 }
 
 bool equals(const Value& a, const Value& b) {
+  Work unbounded;
+  return equals(a, b, unbounded);
+}
+
+bool equals(const Value& a, const Value& b, Work& work) {
+  if (!work.take(1)) return false;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
     return a.as_int() == b.as_int();
@@ -271,24 +331,29 @@ bool equals(const Value& a, const Value& b) {
   switch (a.type()) {
     case Type::Undefined:
     case Type::None: return true;
-    case Type::String: return a.str() == b.str();
+    case Type::String:
+      if (a.str().size() != b.str().size()) return false;
+      return work.take(static_cast<int64_t>(a.str().size() / 64)) && a.str() == b.str();
     case Type::List: {
+      if (a.identity() == b.identity()) return true;  // as Python: a container equals itself
       const auto& x = a.items();
       const auto& y = b.items();
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i) {
-        if (!equals(x[i], y[i])) return false;
+        if (!equals(x[i], y[i], work)) return false;
       }
       return true;
     }
     case Type::Dict: {
-      if (a.is_namespace() || b.is_namespace()) return a.identity() == b.identity();
+      if (a.identity() == b.identity()) return true;
+      if (a.is_namespace() || b.is_namespace()) return false;
       const auto& x = a.dict_obj().items;
       const auto& y = b.dict_obj();
       if (x.size() != y.items.size()) return false;
       for (const auto& [k, val] : x) {
+        if (!work.take(static_cast<int64_t>(y.items.size() / 16))) return false;  // find() is a linear scan
         const Value* other = y.find(k);
-        if (!other || !equals(val, *other)) return false;
+        if (!other || !equals(val, *other, work)) return false;
       }
       return true;
     }
@@ -298,6 +363,12 @@ bool equals(const Value& a, const Value& b) {
 }
 
 Result<int> compare(const Value& a, const Value& b) {
+  Work unbounded;
+  return compare(a, b, unbounded);
+}
+
+Result<int> compare(const Value& a, const Value& b, Work& work) {
+  if (!work.take(1)) return 0;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) {
       const double x = a.as_float(), y = b.as_float();
@@ -307,15 +378,19 @@ Result<int> compare(const Value& a, const Value& b) {
     return x < y ? -1 : (x > y ? 1 : 0);
   }
   if (a.is_string() && b.is_string()) {
+    const size_t n = std::min(a.str().size(), b.str().size());
+    if (!work.take(static_cast<int64_t>(n / 64))) return 0;
     const int c = a.str().compare(b.str());  // byte order == code point order for UTF-8
     return c < 0 ? -1 : (c > 0 ? 1 : 0);
   }
   if (a.is_list() && b.is_list()) {
+    if (a.identity() == b.identity()) return 0;
     const auto& x = a.items();
     const auto& y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-      if (equals(x[i], y[i])) continue;
-      return compare(x[i], y[i]);
+      if (equals(x[i], y[i], work)) continue;
+      if (work.left < 0) return 0;
+      return compare(x[i], y[i], work);
     }
     return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
   }
@@ -348,86 +423,113 @@ void json_escape(std::string_view s, std::string& out) {
   out += '"';
 }
 
+// Bytes json_escape appends for `s`.
+size_t json_escaped_size(std::string_view s) {
+  size_t n = 2;
+  for (unsigned char c : s) {
+    const bool short_escape = c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f';
+    n += short_escape ? 2 : c < 0x20 ? 6 : 1;
+  }
+  return n;
+}
+
+// Checks every append against max_size first, so the output never grows past it.
 struct JsonWriter {
   const JsonStyle& style;
   size_t max_size;
   std::string out;
+  size_t values = 0;
 
-  void newline(int level) {
+  Status room(size_t n) const {
+    if (n > max_size || out.size() > max_size - n) {
+      return make_error("tojson output would exceed the size limit of {} bytes", max_size);
+    }
+    return ok_status();
+  }
+  Status put(std::string_view text) {
+    STRATA_TRY(room(text.size()));
+    out.append(text);
+    return ok_status();
+  }
+  Status put_string(std::string_view s) {
+    STRATA_TRY(room(json_escaped_size(s)));
+    json_escape(s, out);
+    return ok_status();
+  }
+  Status newline(int level) {
+    size_t n = 0;
+    if (__builtin_mul_overflow(static_cast<size_t>(level), style.indent.size(), &n) || n == SIZE_MAX) {
+      return room(SIZE_MAX);
+    }
+    STRATA_TRY(room(n + 1));
     out += '\n';
     for (int i = 0; i < level; ++i) out += style.indent;
+    return ok_status();
+  }
+  Status separator(size_t i, int level) {
+    if (i) STRATA_TRY(put(style.item_sep));
+    if (style.pretty) STRATA_TRY(newline(level + 1));
+    return ok_status();
   }
 
   Status write(const Value& v, int level) {
-    if (out.size() > max_size) return make_error("tojson output exceeds the size limit of {} bytes", max_size);
+    ++values;
     switch (v.type()) {
-      case Type::None: out += "null"; return ok_status();
-      case Type::Bool: out += v.as_bool() ? "true" : "false"; return ok_status();
-      case Type::Int: out += std::to_string(v.as_int()); return ok_status();
+      case Type::None: return put("null");
+      case Type::Bool: return put(v.as_bool() ? "true" : "false");
+      case Type::Int: return put(std::to_string(v.as_int()));
       case Type::Float: {
         const double f = v.as_float();
-        if (std::isnan(f)) {
-          out += "NaN";
-        } else if (std::isinf(f)) {
-          out += f < 0 ? "-Infinity" : "Infinity";
-        } else {
-          out += format_float(f);
-        }
-        return ok_status();
+        if (std::isnan(f)) return put("NaN");
+        if (std::isinf(f)) return put(f < 0 ? "-Infinity" : "Infinity");
+        return put(format_float(f));
       }
-      case Type::String: json_escape(v.str(), out); return ok_status();
+      case Type::String: return put_string(v.str());
       case Type::List: {
         const auto& items = v.items();
-        if (items.empty()) {
-          out += "[]";
-          return ok_status();
-        }
-        out += '[';
+        if (items.empty()) return put("[]");
+        STRATA_TRY(put("["));
         for (size_t i = 0; i < items.size(); ++i) {
-          if (i) out += style.item_sep;
-          if (style.pretty) newline(level + 1);
+          STRATA_TRY(separator(i, level));
           STRATA_TRY(write(items[i], level + 1));
         }
-        if (style.pretty) newline(level);
-        out += ']';
-        return ok_status();
+        if (style.pretty) STRATA_TRY(newline(level));
+        return put("]");
       }
-      case Type::Dict: {
-        if (v.is_namespace()) return make_error("Object of type Namespace is not JSON serializable");
-        std::vector<const std::pair<std::string, Value>*> entries;
-        for (const auto& e : v.dict_obj().items) entries.push_back(&e);
-        if (style.sort_keys) {
-          std::stable_sort(entries.begin(), entries.end(), [](auto* x, auto* y) { return x->first < y->first; });
-        }
-        if (entries.empty()) {
-          out += "{}";
-          return ok_status();
-        }
-        out += '{';
-        for (size_t i = 0; i < entries.size(); ++i) {
-          if (i) out += style.item_sep;
-          if (style.pretty) newline(level + 1);
-          json_escape(entries[i]->first, out);
-          out += style.key_sep;
-          STRATA_TRY(write(entries[i]->second, level + 1));
-        }
-        if (style.pretty) newline(level);
-        out += '}';
-        return ok_status();
-      }
+      case Type::Dict: return write_dict(v, level);
       case Type::Undefined: return make_error("Object of type Undefined is not JSON serializable");
       case Type::Callable: return make_error("Object of type function is not JSON serializable");
     }
     return ok_status();
   }
+
+  Status write_dict(const Value& v, int level) {
+    if (v.is_namespace()) return make_error("Object of type Namespace is not JSON serializable");
+    std::vector<const std::pair<std::string, Value>*> entries;
+    for (const auto& e : v.dict_obj().items) entries.push_back(&e);
+    if (style.sort_keys) {
+      std::stable_sort(entries.begin(), entries.end(), [](auto* x, auto* y) { return x->first < y->first; });
+    }
+    if (entries.empty()) return put("{}");
+    STRATA_TRY(put("{"));
+    for (size_t i = 0; i < entries.size(); ++i) {
+      STRATA_TRY(separator(i, level));
+      STRATA_TRY(put_string(entries[i]->first));
+      STRATA_TRY(put(style.key_sep));
+      STRATA_TRY(write(entries[i]->second, level + 1));
+    }
+    if (style.pretty) STRATA_TRY(newline(level));
+    return put("}");
+  }
 };
 
 }  // namespace
 
-Result<std::string> to_json(const Value& v, const JsonStyle& style, size_t max_size) {
+Result<std::string> to_json(const Value& v, const JsonStyle& style, size_t max_size, size_t* values) {
   JsonWriter w{style, max_size, {}};
-  STRATA_TRY(w.write(v, 0));
-  if (w.out.size() > max_size) return make_error("tojson output exceeds the size limit of {} bytes", max_size);
+  const Status s = w.write(v, 0);
+  if (values) *values = w.values;
+  STRATA_TRY(s);
   return std::move(w.out);
 }
 
@@ -484,23 +586,33 @@ Result<Value> parse_json(std::string_view text, int max_depth) {
   return from_json(j);
 }
 
+size_t utf8_char_len(std::string_view s, size_t i) {
+  const auto lead = static_cast<unsigned char>(s[i]);
+  const size_t len = lead < 0x80 ? 1 : lead < 0xC0 ? 0 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : lead < 0xF8 ? 4 : 0;
+  if (len == 0 || i + len > s.size()) return 1;
+  for (size_t k = 1; k < len; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 1;
+  }
+  return len;
+}
+
+size_t utf8_prev_start(std::string_view s, size_t end) {
+  // A continuation byte belongs to the nearest lead byte before it only when that lead's sequence is
+  // valid and ends exactly here; otherwise (as utf8_chars splits) it is a character of its own.
+  for (size_t back = 1; back <= 4 && back <= end; ++back) {
+    const size_t j = end - back;
+    if ((static_cast<unsigned char>(s[j]) & 0xC0) != 0x80) {
+      return (back > 1 && utf8_char_len(s, j) == back) ? j : end - 1;
+    }
+  }
+  return end - 1;
+}
+
 std::vector<std::string_view> utf8_chars(std::string_view s) {
   std::vector<std::string_view> out;
   out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto lead = static_cast<unsigned char>(s[i]);
-    size_t len = lead < 0x80 ? 1 : lead < 0xC0 ? 0 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : lead < 0xF8 ? 4 : 0;
-    if (len == 0 || i + len > s.size()) {
-      len = 1;
-    } else {
-      for (size_t k = 1; k < len; ++k) {
-        if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) {
-          len = 1;
-          break;
-        }
-      }
-    }
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = utf8_char_len(s, i);
     out.push_back(s.substr(i, len));
     i += len;
   }
@@ -508,10 +620,11 @@ std::vector<std::string_view> utf8_chars(std::string_view s) {
 }
 
 size_t utf8_length(std::string_view s) {
-  for (unsigned char c : s) {
-    if (c & 0x80) return utf8_chars(s).size();
+  size_t n = 0;
+  for (size_t i = 0; i < s.size(); ++n) {
+    i += static_cast<unsigned char>(s[i]) < 0x80 ? 1 : utf8_char_len(s, i);
   }
-  return s.size();
+  return n;
 }
 
 }  // namespace strata::text::jinja

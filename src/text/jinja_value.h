@@ -107,13 +107,31 @@ class Value {
 
 // Python semantics.
 bool truthy(const Value& v);
+// Work done by equals/compare, in elements visited (plus bytes / 64 of compared strings). When `left`
+// runs out the walk stops early with a meaningless result; the interpreter turns that into its step-limit
+// error, so comparing deep or shared structures cannot run unbounded.
+struct Work {
+  int64_t left = INT64_MAX;
+  bool take(int64_t n) {
+    left -= n;
+    return left >= 0;
+  }
+};
 std::string type_name(const Value& v);  // Python-ish: 'str', 'int', 'dict', 'undefined', ...
 std::string to_str(const Value& v);     // str(v); undefined -> ""
 std::string repr(const Value& v);
 std::string format_float(double f);  // Python repr of a float
 bool equals(const Value& a, const Value& b);
+bool equals(const Value& a, const Value& b, Work& work);
 // <0, 0, >0; an error when the types cannot be ordered (as Python's TypeError).
 Result<int> compare(const Value& a, const Value& b);
+Result<int> compare(const Value& a, const Value& b, Work& work);
+// str(v) / repr(v) appended to `out`; false (output incomplete) once `out` would grow past `max` bytes.
+// `values` (if given) counts the values written.
+bool str_into(const Value& v, std::string& out, size_t max, size_t* values = nullptr);
+bool repr_into(const Value& v, std::string& out, size_t max, size_t* values = nullptr);
+// repr(v) cut to about `max` bytes, for error messages.
+std::string short_repr(const Value& v, size_t max = 120);
 
 // Python json.dumps(v, ensure_ascii=False, indent=..., separators=..., sort_keys=...).
 struct JsonStyle {
@@ -123,7 +141,9 @@ struct JsonStyle {
   std::string key_sep = ": ";
   bool sort_keys = false;
 };
-Result<std::string> to_json(const Value& v, const JsonStyle& style, size_t max_size);
+// Refuses (an error naming max_size) before the output would grow past max_size bytes.
+// `values` (if given) counts the values written, also when it fails.
+Result<std::string> to_json(const Value& v, const JsonStyle& style, size_t max_size, size_t* values = nullptr);
 Value from_json(const nlohmann::ordered_json& j);
 // Parses JSON text (nesting at most max_depth deep) into a Value.
 Result<Value> parse_json(std::string_view text, int max_depth);
@@ -131,5 +151,9 @@ Result<Value> parse_json(std::string_view text, int max_depth);
 // UTF-8 code points as byte ranges (an invalid byte is its own one-byte "character"; nothing is lost).
 std::vector<std::string_view> utf8_chars(std::string_view s);
 size_t utf8_length(std::string_view s);
+// Byte length of the character starting at byte i (i < s.size()), as utf8_chars splits it.
+size_t utf8_char_len(std::string_view s, size_t i);
+// Start of the character that ends at byte `end` (0 < end <= s.size(), `end` a character boundary).
+size_t utf8_prev_start(std::string_view s, size_t end);
 
 }  // namespace strata::text::jinja

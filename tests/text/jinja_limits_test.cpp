@@ -2,9 +2,14 @@
 // output/string size, list length, value depth), never a crash, a hang or a leak (run under ASan).
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <string>
+#include <vector>
 
+#include "gguf/gguf.h"
+#include "testing/shared_data.h"
 #include "text/chat_template.h"
 #include "text/jinja.h"
 
@@ -207,6 +212,240 @@ TEST(JinjaLimits, GarbageSourcesNeverCrash) {
     if (t.ok()) (void)t->render({});
   }
   SUCCEED();
+}
+
+
+// ---- CPU and memory budgets (issue 10, item 8) ---------------------------------------------------------
+
+// Renders `source` with `vars`; the error message, or "" (plus a test failure) if it rendered.
+std::string error_with(const std::string& source, const Vars& vars, const RenderOptions& options) {
+  auto t = Template::parse(source);
+  if (!t.ok()) return t.error().message;
+  auto out = t->render(vars, options);
+  if (!out.ok()) return out.error().message;
+  ADD_FAILURE() << source << ": rendered " << out->size() << " bytes without error";
+  return "";
+}
+
+std::string render_with(const std::string& source, const Vars& vars, const RenderOptions& options = {}) {
+  auto t = Template::parse(source);
+  if (!t.ok()) return "parse error: " + t.error().message;
+  auto out = t->render(vars, options);
+  if (!out.ok()) return "render error: " + out.error().message;
+  return *out;
+}
+
+// What rendering `source` used (the render may fail).
+RenderStats stats_of(const std::string& source, const Vars& vars, const RenderOptions& options = {}) {
+  RenderStats stats;
+  auto t = Template::parse(source);
+  EXPECT_TRUE(t.ok()) << t.error().message;
+  if (t.ok()) (void)t->render(vars, options, &stats);
+  return stats;
+}
+
+long peak_rss_kib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+// 'a' * 1 MB searched for 'a' * 500 KB + 'b': a naive search compares ~500 KB at each of 500 K offsets.
+Vars quadratic_search_vars() {
+  return {{"h", Value::string(std::string(1000000, 'a'))}, {"n", Value::string(std::string(500000, 'a') + "b")}};
+}
+
+const char* const kSearches[] = {
+    "{{ n in h }}",         "{{ h.count(n) }}",   "{{ h.find(n) }}",     "{{ h.rfind(n) }}",
+    "{{ h.index(n) }}",     "{{ h.rindex(n) }}",  "{{ h.split(n) }}",    "{{ h.rsplit(n) }}",
+    "{{ h.replace(n, 'x') }}", "{{ h | replace(n, 'x') }}",
+};
+
+TEST(JinjaBudget, QuadraticSubstringSearchesHitTheStepLimit) {
+  RenderOptions small;
+  small.limits.max_steps = 10000;  // less than the bytes searched / 64
+  for (const char* source : kSearches) {
+    EXPECT_ERROR_MENTIONS(error_with(source, quadratic_search_vars(), small), "evaluation steps");
+    const RenderStats stats = stats_of(source, quadratic_search_vars(), small);
+    EXPECT_TRUE(stats.limit_exceeded) << source;
+    EXPECT_GT(stats.steps, small.limits.max_steps) << source;
+  }
+  // Within the default limits each search is charged for the 1.5 MB it scans.
+  for (const char* source : kSearches) {
+    const RenderStats stats = stats_of(source, quadratic_search_vars());
+    EXPECT_GE(stats.steps, 1500000 / 64) << source;
+    EXPECT_LT(stats.steps, 200000) << source;
+  }
+}
+
+TEST(JinjaBudget, SubstringSearchesOnLongStringsAreLinear) {
+  const Vars vars = quadratic_search_vars();
+  EXPECT_EQ(render_with("{{ n in h }} {{ h.count(n) }} {{ h.find(n) }} {{ h.rfind(n) }} {{ h.split(n) | length }} "
+                        "{{ h.rsplit(n) | length }} {{ h.replace(n, 'x') | length }} {{ h.startswith(n) }}",
+                        vars),
+            "False 0 -1 -1 1 1 1000000 False");
+  EXPECT_EQ(render_with("{{ h.count('aa') }} {{ h.rfind('aa') }} {{ h.find('a' * 1000) }} {{ h.rsplit('aa', 1)[0] | length }}", vars),
+            "500000 999998 0 999998");
+}
+
+// Every list builtin does work proportional to the list (n log n for sorting); 200 000 elements at
+// one step each are over a limit of 100 000 steps.
+TEST(JinjaBudget, ListBuiltinsAreChargedPerElement) {
+  std::vector<Value> items;
+  for (int i = 0; i < 200000; ++i) items.push_back(Value::integer(i % 1000));
+  const Vars vars = {{"l", Value::list(std::move(items))}};
+  RenderOptions small;
+  small.limits.max_steps = 100000;
+  for (const char* source : {
+           "{{ l | sort | length }}", "{{ l | reverse | length }}", "{{ l | unique | length }}",
+           "{{ l | map('string') | length }}", "{{ l | join(',') | length }}", "{{ l | tojson | length }}",
+           "{{ l | sum }}", "{{ l | min }}", "{{ l | max }}", "{{ l | list | length }}",
+           "{{ l | select('odd') | length }}", "{{ l | string | length }}", "{{ l[1:] | length }}",
+           "{{ (l + l) | length }}", "{{ -1 in l }}", "{{ l.count(5) }}", "{{ l == l[:] }}",
+       }) {
+    EXPECT_ERROR_MENTIONS(error_with(source, vars, small), "evaluation steps");
+  }
+  // n log2 n: sorting 100 000 elements needs more than 1.6 M steps.
+  small.limits.max_steps = 1000000;
+  EXPECT_ERROR_MENTIONS(error_with("{{ range(100000) | list | sort | length }}", {}, small), "evaluation steps");
+  const RenderStats stats = stats_of("{{ l | sort | length }}", vars);
+  EXPECT_FALSE(stats.limit_exceeded);
+  EXPECT_GE(stats.steps, 200000 * 17);  // 17 = bit width of 200 000, about log2 n
+}
+
+TEST(JinjaBudget, BuildersRefuseBeforeAllocating) {
+  const long rss_before = peak_rss_kib();
+  const Vars vars = {{"h", Value::string(std::string(4000000, 'a'))}, {"nl", Value::string(std::string(100000, '\n'))}};
+  // Sizes are computed before anything is built, so the error can name the whole would-be size.
+  EXPECT_ERROR_MENTIONS(error_with("{{ 'x' * 4294967296 }}", vars, {}), "would build a string of 4294967296 bytes");
+  EXPECT_ERROR_MENTIONS(error_with("{{ [0] * 4294967296 }}", vars, {}), "would build a list of 4294967296 elements");
+  EXPECT_ERROR_MENTIONS(error_with("{{ h.replace('a', 'a' * 1000) }}", vars, {}),
+                        "would build a string of 4000000000 bytes");
+  EXPECT_ERROR_MENTIONS(error_with("{{ h | replace('a', 'a' * 1000) }}", vars, {}),
+                        "would build a string of 4000000000 bytes");
+  EXPECT_ERROR_MENTIONS(error_with("{{ h.split('a') | length }}", vars, {}), "would build a list of 4000001 elements");
+  EXPECT_ERROR_MENTIONS(error_with("{{ h | list | length }}", vars, {}), "would build a list of 4000000 elements");
+  EXPECT_ERROR_MENTIONS(error_with("{{ (h ~ h ~ h ~ h ~ h) | length }}", vars, {}),
+                        "would build a string of 20000000 bytes");
+  EXPECT_ERROR_MENTIONS(error_with("{{ ([h] * 5) | join | length }}", vars, {}), "would build a string of 20000000 bytes");
+  EXPECT_ERROR_MENTIONS(error_with("{{ nl | indent(h, false, true) | length }}", vars, {}), "would build a string of");
+  // Nothing near the would-be sizes was allocated (a naive split or list alone would take >300 MB).
+  EXPECT_LT(peak_rss_kib() - rss_before, 200 * 1024);
+  for (const char* source : {"{{ 'x' * 4294967296 }}", "{{ h.split('a') | length }}", "{{ h | list | length }}",
+                             "{{ h.replace('a', 'a' * 1000) }}"}) {
+    const RenderStats stats = stats_of(source, vars);
+    EXPECT_TRUE(stats.limit_exceeded) << source;
+    EXPECT_LT(stats.memory, size_t{1} << 20) << source;  // refused before anything big was charged
+  }
+}
+
+// Many allocations, each well within the size limits, add up to more than the memory budget.
+TEST(JinjaBudget, TheMemoryBudgetCoversEveryAllocation) {
+  EXPECT_ERROR_MENTIONS(error_of("{% for i in range(200) %}{% set x = 'y' * 1000000 %}{% endfor %}done"),
+                        "memory budget");
+  std::vector<Value> items;
+  for (int i = 0; i < 20000; ++i) items.push_back(Value::integer(i));
+  const Vars vars = {{"h", Value::string(std::string(100000, 'a') + "\n")}, {"l", Value::list(std::move(items))}};
+  for (const char* expr : {
+           "h.upper()", "h | lower", "h.title()", "h | capitalize", "h.strip('b')", "h | trim", "h.replace('a', 'b')",
+           "h[1:]", "h ~ 'b'", "h + 'b'", "h * 2", "h | reverse", "h | center(200000)", "h | indent", "h | escape",
+           "[h] | join", "h.split('a')", "h | list", "h.splitlines()", "h | tojson", "[h] | string", "h.rstrip('\\n')",
+           "l | sort", "range(20000) | list", "l | map('string')", "l | reverse", "l | list", "l | select",
+           "l | join(',')", "l | tojson", "l[1:]", "l + l", "l * 2", "{h: 1}", "{h: 1} | items", "{h: 1}.keys()",
+           "h.rsplit('a', 1000)", "h.lstrip('b')", "h.rfind('b')",
+       }) {
+    RenderOptions small;
+    small.limits.max_memory = 2 << 20;
+    const std::string source = std::string("{% for i in range(1000) %}{% set x = ") + expr + " %}{% endfor %}";
+    auto t = Template::parse(source);
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    RenderStats stats;
+    auto out = t->render(vars, small, &stats);
+    ASSERT_FALSE(out.ok()) << expr;
+    EXPECT_ERROR_MENTIONS(out.error().message, "memory budget of 2097152 bytes");
+    EXPECT_TRUE(stats.limit_exceeded);
+    EXPECT_LE(stats.memory, small.limits.max_memory);
+  }
+}
+
+std::shared_ptr<const gguf::File> gguf_with_template(const std::string& source) {
+  gguf::Writer w;
+  w.set_string("general.architecture", "test");
+  w.set_string("tokenizer.chat_template", source);
+  auto bytes = w.write_to_memory();
+  EXPECT_TRUE(bytes.ok());
+  auto file = gguf::File::from_bytes(bytes.value(), "test.gguf");
+  EXPECT_TRUE(file.ok()) << file.error().message;
+  return file.value();
+}
+
+TEST(JinjaBudget, LoadingTestRendersTheTemplateAndFallsBackWhenItIsOverTheBudget) {
+  const std::string hostile[] = {
+      "{% for i in range(100) %}{% set x = 'y' * 10000000 %}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}",
+      "{% for i in range(100000000) %}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}",
+      "{% for m in messages %}{{ m.content }}{% endfor %}{% if tools %}{% for i in range(10000) %}"
+      "{% for j in range(10000) %}{% endfor %}{% endfor %}{% endif %}",
+  };
+  for (const auto& source : hostile) {
+    std::string warning;
+    auto t = text::load_chat_template(*gguf_with_template(source), &warning);
+    ASSERT_TRUE(t.ok());
+    EXPECT_NE(warning.find("ChatML"), std::string::npos) << source << ": " << warning;
+    EXPECT_TRUE(warning.find("memory budget") != std::string::npos ||
+                warning.find("evaluation steps") != std::string::npos ||
+                warning.find("exceeds the limit") != std::string::npos)
+        << warning;
+    EXPECT_EQ(t->source().find("range"), std::string::npos) << "kept the hostile template";
+  }
+  // A template that raises for roles it does not support (or on our sample) is still used.
+  const std::string strict =
+      "{% for m in messages %}{% if m.role not in ['user', 'assistant'] %}{{ raise_exception('bad role') }}"
+      "{% endif %}[{{ m.role }}] {{ m.content }}{% endfor %}";
+  std::string warning = "stale";
+  auto t = text::load_chat_template(*gguf_with_template(strict), &warning);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(t->source(), strict);
+  // The real Qwen3 template passes the test render.
+  STRATA_SHARED_FILE(path, "models/vocab/ggml-vocab-qwen3.gguf");
+  auto file = gguf::File::open(path);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  auto qwen = text::load_chat_template(*file.value(), &warning);
+  ASSERT_TRUE(qwen.ok());
+  EXPECT_EQ(warning, "");
+  EXPECT_NE(qwen->source().find("<tool_response>"), std::string::npos);
+}
+
+
+// The budgets leave real templates plenty of room: the Qwen3 template on a long conversation (100 turns,
+// 800 KB, with reasoning and tools) uses a fraction of them.
+TEST(JinjaBudget, RealTemplatesRenderLongConversationsWellWithinTheBudget) {
+  STRATA_SHARED_FILE(path, "models/vocab/ggml-vocab-qwen3.gguf");
+  auto file = gguf::File::open(path);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  std::string warning;
+  auto t = text::load_chat_template(*file.value(), &warning);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(warning, "");
+  std::vector<text::ChatMessage> messages(1);
+  messages[0].role = "system";
+  messages[0].content = "You are a helpful assistant.";
+  for (int i = 0; i < 100; ++i) {
+    text::ChatMessage m;
+    m.role = i % 2 ? "assistant" : "user";
+    m.content = (i % 2 ? "<think>\nreasoning " + std::string(2000, 'r') + "\n</think>\n\n" : std::string()) +
+                std::string(6000, static_cast<char>('a' + i % 26));
+    messages.push_back(std::move(m));
+  }
+  text::ChatRenderOptions options;
+  options.tools_json = R"([{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}])";
+  RenderStats stats;
+  auto out = t->render(messages, options, &stats);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_GT(out->size(), 600000u);
+  const Limits defaults;
+  EXPECT_LT(stats.steps, defaults.max_steps / 10);
+  EXPECT_LT(stats.memory, defaults.max_memory / 4);
 }
 
 }  // namespace

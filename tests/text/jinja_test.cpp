@@ -388,6 +388,27 @@ TEST(JinjaMethods, StringMethods) {
   EXPECT_TRUE(fails_with("{{ 'a'.nosuchmethod() }}", "'str object' has no attribute 'nosuchmethod'"));
 }
 
+// The linear-time rewrites of searching, splitting and slicing keep Python's results, UTF-8 included.
+TEST(JinjaMethods, SearchSplitAndSliceMatchPython) {
+  EXPECT_EQ(render("{{ '  a b c  '.split(None, 1) }} {{ '  a b c  '.rsplit(None, 1) }} {{ 'a b'.split(None, 0) }} "
+                   "{{ '  a b'.rsplit(None, 0) }}"),
+            "['a', 'b c  '] ['  a b', 'c'] ['a b'] ['  a b']");
+  EXPECT_EQ(render("{{ 'aaa'.rsplit('aa', 1) }} {{ 'aaa'.split('aa', 1) }} {{ 'aaaa'.rfind('aa') }} "
+                   "{{ 'héllo'.rfind('l') }} {{ 'ééxé'.strip('é') }}"),
+            "['a', ''] ['', 'a'] 2 3 x");
+  EXPECT_EQ(render("{{ 'abc'.replace('', '-') }} {{ 'abc'.replace('', '-', 2) }} {{ 'abc' | replace('b', 'xyz') }}"),
+            "-a-b-c- -a-bc axyzc");
+  EXPECT_EQ(render("{{ 'héllo'[1] }} {{ 'héllo'[-1] }} {{ 'héllo'[1:3] }} {{ 'héllo'[::-1] }} {{ 'héllo'[::2] }} "
+                   "{{ 'héllo' | reverse }} {{ 'héllo' | first }}{{ 'héllo' | last }} [{{ 'é' | center(4) }}]"),
+            "é o él olléh hlo olléh ho [ é  ]");
+  EXPECT_EQ(render("{{ 'ab' * 3 }} {{ [1, 2] * 2 }} {{ [1] + [2] }} {{ 'a' ~ 1 ~ [2] }} {{ [3, 1, 2] | sort }} "
+                   "{{ ['b', 'A', 'a'] | unique | list }} {{ [[1, 2], [1, 2]] | unique | list }}"),
+            "ababab [1, 2, 1, 2] [1, 2] a1[2] [1, 2, 3] ['b', 'A'] [[1, 2]]");
+  EXPECT_EQ(render("{% set l = [1, [2]] %}{{ l == l }} {{ [1, [2]] == [1, [2]] }} {{ [2] in l }} {{ l.count(1) }} "
+                   "{{ {'a': 1, 'a': 2} }} {{ 'x\ny' | indent(2, true) }}"),
+            "True True True 1 {'a': 2}   x\n  y");
+}
+
 TEST(JinjaGlobals, RangeNamespaceDictRaiseAndStrftime) {
   EXPECT_EQ(
       render("{{ range(3) | list }} {{ range(1, 4) | list }} {{ range(10, 0, -3) | list }} {{ range(0) | list }}"),
