@@ -1,4 +1,7 @@
 // strata worker: serve pipeline stages to coordinators.
+#include <pthread.h>
+#include <signal.h>
+
 #include "cli/common.h"
 #include "net/model_identity.h"
 #include "net/worker_service.h"
@@ -28,6 +31,16 @@ Command add_worker(CLI::App& app) {
   cmd->add_option("--session-timeout", o->session_timeout_s, "free a session not heard from for this many s")
       ->capture_default_str()->check(CLI::Range(1, 86400));
   return [o, token_file]() -> int {
+    // SIGTERM and SIGINT must reach only run_worker's waiting thread, which shuts the server down so the
+    // worker exits with 0. A signal mask is inherited by threads created later, and gRPC starts its
+    // threads (executor, resolver, timer) as soon as credentials are made, before run_worker blocks the
+    // signals; one of those threads would take SIGTERM and the default action would kill the process
+    // (status 143, no clean exit, no sanitizer exit checks). So block them here, before any thread.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     if (!token_file->empty()) {
       auto token = net::read_token_file(*token_file);
       if (!token.ok()) return fail(token.error());
