@@ -146,25 +146,30 @@ TEST_F(Cluster, output_stage_candidates_sample_like_full_logits) {
   }
 }
 
-TEST_F(Cluster, second_start_with_a_warm_cache_sends_no_weights) {
-  ASSERT_TRUE(cluster_->ok()) << cluster_->error();
+TEST(ClusterCache, first_start_sends_the_weights_and_a_second_with_the_warm_cache_sends_none) {
   STRATA_SHARED_FILE(model, "models/synth/llama-dense-q4_k_m.gguf");
-  runtime::EngineOptions o = testing::cluster_options(model, *cluster_);
-  o.cluster.workers.resize(2);
+  TestCluster cluster(2, 1, "warm-cache");  // fresh, empty caches
+  ASSERT_TRUE(cluster.ok()) << cluster.error();
+  runtime::EngineOptions o = testing::cluster_options(model, cluster);
   o.cluster.tensor_split = {1, 1};
   uint64_t cold = 0, warm = 0;
   {
     auto e = runtime::Engine::load(o);
     ASSERT_TRUE(e.ok()) << e.error().message;
-    for (const auto& l : (*e)->loads()) cold += l.bytes_sent;
+    ASSERT_EQ((*e)->loads().size(), 2u);
+    for (const auto& l : (*e)->loads()) {
+      cold += l.bytes_sent;
+      EXPECT_GT(l.bytes_sent, 0u) << l.node << ": a cold cache receives its stage's weights";
+    }
   }
   {
     auto e = runtime::Engine::load(o);
     ASSERT_TRUE(e.ok()) << e.error().message;
     for (const auto& l : (*e)->loads()) warm += l.bytes_sent;
+    auto logits = runtime::evaluate_prompt(**e, 0, kPrompt, false);
+    EXPECT_TRUE(logits.ok()) << logits.error().message;
   }
-  // The first start of this model on these workers may already be warm from another test; the
-  // second never sends anything.
+  EXPECT_GT(cold, 0u);
   EXPECT_EQ(warm, 0u);
   RecordProperty("cold_bytes", std::to_string(cold));
 }
