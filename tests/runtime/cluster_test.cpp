@@ -71,7 +71,8 @@ TEST_F(Cluster, distributed_logits_are_bit_identical_to_single_node_for_every_go
                            "llama-dense-bf16", "llama-dense-q8_0", "llama-dense-q6_k", "llama-dense-q5_k_m",
                            "llama-dense-q4_k_m", "llama-dense-q4_0", "llama-dense-iq4_xs", "qwen3-dense-f32",
                            "qwen3moe-f32", "qwen3moe-q4_k_m", "qwen35moe-f32", "qwen35moe-q4_k_m", "qwen35-dense-f32",
-                           "qwen35moe-40L-f16"}) {
+                           "qwen35moe-40L-f16", "qwen3next-f32", "llama-ropefreqs-f32", "llama-dense-q2_k",
+                           "llama-dense-q3_k_m", "llama-dense-q4_1", "llama-dense-q5_1", "llama-dense-iq4_nl"}) {
     testing::Golden g;
     if (!testing::load_golden(name, g)) continue;
     const std::vector<float> reference = single_node(g.model_path, 1);
