@@ -131,6 +131,7 @@ TEST_P(GoldenParity, greedy_continuation_matches_with_near_ties_checked_by_the_t
   ASSERT_FALSE(want.empty()) << "the golden has no greedy tokens";
   std::vector<float> last = std::move(*logits);
   size_t exact = 0, near_tie = 0, different = 0;
+  double widest_gap = 0;  // the largest (our max - our logit of the golden token) at a near-tie
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_EQ(static_cast<int32_t>(last.size()), g.n_vocab);
     ASSERT_TRUE(want[i] >= 0 && want[i] < g.n_vocab) << "golden token out of range at step " << i;
@@ -145,6 +146,7 @@ TEST_P(GoldenParity, greedy_continuation_matches_with_near_ties_checked_by_the_t
           << margins[i] << "), and our logit for the golden token is " << gap << " below our maximum";
       ++near_tie;
       different += token != want[i];
+      widest_gap = std::max(widest_gap, gap);
     }
     model::Batch b;
     b.add(want[i], static_cast<int32_t>(g.prompt_tokens.size() + i), 0, true);
@@ -157,8 +159,9 @@ TEST_P(GoldenParity, greedy_continuation_matches_with_near_ties_checked_by_the_t
   RecordProperty("greedy_exact", std::to_string(exact));
   RecordProperty("greedy_near_tie", std::to_string(near_tie));
   std::printf("[ golden   ] %s: %zu of %zu greedy tokens compared: %zu exactly, %zu as near-ties (%zu of them "
-              "chose another token)\n",
-              g.name.c_str(), exact + near_tie, want.size(), exact, near_tie, different);
+              "chose another token; widest gap %.3g, bound %.3g)\n",
+              g.name.c_str(), exact + near_tie, want.size(), exact, near_tie, different, widest_gap,
+              2 * g.tolerance.max_abs);
 }
 
 INSTANTIATE_TEST_SUITE_P(
