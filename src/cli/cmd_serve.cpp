@@ -28,7 +28,10 @@ Command add_serve(CLI::App& app) {
     auto options = engine_options(f->model, workers);
     if (!options.ok()) return fail(options.error());
     auto s = server::serve(*options, f->server);
-    return s.ok() ? 0 : fail(s.error());
+    // A local worker that does not exit cleanly (a crash, a sanitizer report) fails the server too.
+    const bool workers_clean = workers.stop();
+    if (!s.ok()) return fail(s.error());
+    return workers_clean ? 0 : 1;
   };
 }
 

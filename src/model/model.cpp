@@ -109,12 +109,14 @@ Result<Weights> Model::bind(const std::vector<uint8_t>& owned, bool input, bool 
   if (static_cast<int32_t>(owned.size()) != hp_.n_layer) return make_error("bind: {} layer flags for {} layers", owned.size(), hp_.n_layer);
   Weights w;
   w.layers.resize(hp_.n_layer);
+  const bool runs_layers = std::any_of(owned.begin(), owned.end(), [](uint8_t o) { return o != 0; });
   for (const Tensor& t : tensors_) {
     const TensorDecl& d = t.decl;
     const bool is_layer = d.layer >= 0 && d.layer < hp_.n_layer;
-    // rope_freqs is an input-side tensor every attention layer reads.
+    // rope_freqs is an input-side tensor every attention layer reads: a node that runs layers needs it
+    // (the planner sends a copy to each); one that runs only the output head does not get it.
     const bool wanted = is_layer ? owned[d.layer] != 0
-                        : d.name == "rope_freqs.weight" ? true
+                        : d.name == "rope_freqs.weight" ? runs_layers
                         : d.layer == kInputLayer ? input || (output && d.name == "token_embd.weight" && !has_output_weight())
                                                  : output;
     if (!wanted) continue;

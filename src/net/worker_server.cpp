@@ -25,13 +25,14 @@ Status run_worker(const WorkerOptions& options) {
                       "anyone who can reach the port",
                       options.host);
   }
-  STRATA_ASSIGN(auto creds, server_credentials(options.security));
-  // Block termination signals in every thread; one thread waits for them and shuts the server down.
+  // Block termination signals in every thread (gRPC starts its own as soon as credentials exist,
+  // and they inherit the mask); one thread waits for them and shuts the server down.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  STRATA_ASSIGN(auto creds, server_credentials(options.security));
   ::signal(SIGPIPE, SIG_IGN);  // a coordinator that hangs up must not kill the worker
 
   WorkerService service(options);

@@ -62,6 +62,7 @@ WorkerProcess& WorkerProcess::operator=(WorkerProcess&& o) noexcept {
   if (this != &o) {
     stop();
     pid_ = o.pid_;
+    status_ = o.status_;
     port_ = o.port_;
     endpoint_ = std::move(o.endpoint_);
     o.pid_ = -1;
@@ -81,8 +82,16 @@ Result<WorkerProcess> WorkerProcess::spawn(const WorkerSpawn& s) {
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  int log_fd = -1;
+  if (!s.log_path.empty()) {
+    log_fd = ::open(s.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0) return make_error("cannot open the worker log {}", s.log_path);
+  }
   int out[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) return make_error("pipe failed");
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    if (log_fd >= 0) ::close(log_fd);
+    return make_error("pipe failed");
+  }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return make_error("fork failed");
@@ -91,10 +100,12 @@ Result<WorkerProcess> WorkerProcess::spawn(const WorkerSpawn& s) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(1);
     ::dup2(out[1], STDOUT_FILENO);
+    if (log_fd >= 0) ::dup2(log_fd, STDERR_FILENO);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
   ::close(out[1]);
+  if (log_fd >= 0) ::close(log_fd);
   WorkerProcess w;
   w.pid_ = pid;
   auto line = read_line(out[0], std::chrono::steady_clock::now() + std::chrono::seconds(30));
@@ -108,26 +119,34 @@ Result<WorkerProcess> WorkerProcess::spawn(const WorkerSpawn& s) {
   return w;
 }
 
-void WorkerProcess::kill(int sig) {
-  if (pid_ <= 0) return;
+namespace {
+int exit_status(int wait_status) {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+}
+}  // namespace
+
+int WorkerProcess::kill(int sig) {
+  if (pid_ <= 0) return status_;
   ::kill(pid_, sig);
   int status = 0;
-  ::waitpid(pid_, &status, 0);
+  if (::waitpid(pid_, &status, 0) == pid_) status_ = exit_status(status);
   pid_ = -1;
+  return status_;
 }
 
-void WorkerProcess::stop() {
-  if (pid_ <= 0) return;
+int WorkerProcess::stop() {
+  if (pid_ <= 0) return status_;
   ::kill(pid_, SIGTERM);
   int status = 0;
-  for (int i = 0; i < 50; ++i) {
+  for (int i = 0; i < 500; ++i) {  // the worker gives open calls up to 2 s; a sanitizer's exit checks take a while
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      status_ = exit_status(status);
       pid_ = -1;
-      return;
+      return status_;
     }
     ::usleep(20000);
   }
-  kill(SIGKILL);
+  return kill(SIGKILL);
 }
 
 LocalWorkers& LocalWorkers::operator=(LocalWorkers&& o) noexcept {
@@ -147,10 +166,20 @@ std::vector<std::string> LocalWorkers::endpoints() const {
   return out;
 }
 
-void LocalWorkers::stop() {
+bool LocalWorkers::stop() {
+  bool clean = true;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (!workers_[i].running()) continue;
+    const pid_t pid = workers_[i].pid();
+    if (const int status = workers_[i].stop(); status != 0) {
+      spdlog::error("local worker {} (pid {}) exited with status {}", i, pid, status);
+      clean = false;
+    }
+  }
   workers_.clear();
   if (!token_file_.empty()) std::filesystem::remove(token_file_);
   token_file_.clear();
+  return clean;
 }
 
 Result<LocalWorkers> LocalWorkers::start(int32_t n, int32_t threads, const std::string& cache_dir) {

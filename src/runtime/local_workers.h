@@ -19,6 +19,7 @@ struct WorkerSpawn {
   std::string token_file;  // empty: no token
   std::string cache_dir;
   std::vector<std::string> extra_args;
+  std::string log_path;    // appends the worker's stderr (its log) here; empty: inherits this process's
 };
 
 class WorkerProcess {
@@ -33,13 +34,17 @@ class WorkerProcess {
   const std::string& endpoint() const { return endpoint_; }
   int32_t port() const { return port_; }
   pid_t pid() const { return pid_; }
-  // SIGTERM, then SIGKILL after a second; waits for the process.
-  void stop();
-  // Sends `sig` (e.g. SIGKILL) and reaps the process.
-  void kill(int sig);
+  bool running() const { return pid_ > 0; }
+  // SIGTERM, then SIGKILL after 10 s; waits for the process and returns its exit status (128 + signal
+  // when a signal ended it). A worker stopped this way exits with 0 unless something went wrong in it
+  // (e.g. a sanitizer report). Returns the last status when the process was already reaped, -1 if none.
+  int stop();
+  // Sends `sig` (e.g. SIGKILL) and reaps the process; returns its exit status like stop().
+  int kill(int sig);
 
  private:
   pid_t pid_ = -1;
+  int status_ = -1;
   int32_t port_ = 0;
   std::string endpoint_;
 };
@@ -55,7 +60,8 @@ class LocalWorkers {
 
   std::vector<std::string> endpoints() const;
   const std::string& token() const { return token_; }
-  void stop();
+  // Stops every worker; false (with an error logged) if one did not exit cleanly.
+  bool stop();
 
  private:
   std::vector<WorkerProcess> workers_;

@@ -71,7 +71,8 @@ TEST_F(Cluster, distributed_logits_are_bit_identical_to_single_node_for_every_go
                            "llama-dense-bf16", "llama-dense-q8_0", "llama-dense-q6_k", "llama-dense-q5_k_m",
                            "llama-dense-q4_k_m", "llama-dense-q4_0", "llama-dense-iq4_xs", "qwen3-dense-f32",
                            "qwen3moe-f32", "qwen3moe-q4_k_m", "qwen35moe-f32", "qwen35moe-q4_k_m", "qwen35-dense-f32",
-                           "qwen35moe-40L-f16"}) {
+                           "qwen35moe-40L-f16", "qwen3next-f32", "llama-ropefreqs-f32", "llama-dense-q2_k",
+                           "llama-dense-q3_k_m", "llama-dense-q4_1", "llama-dense-q5_1", "llama-dense-iq4_nl"}) {
     testing::Golden g;
     if (!testing::load_golden(name, g)) continue;
     const std::vector<float> reference = single_node(g.model_path, 1);
@@ -146,25 +147,30 @@ TEST_F(Cluster, output_stage_candidates_sample_like_full_logits) {
   }
 }
 
-TEST_F(Cluster, second_start_with_a_warm_cache_sends_no_weights) {
-  ASSERT_TRUE(cluster_->ok()) << cluster_->error();
+TEST(ClusterCache, first_start_sends_the_weights_and_a_second_with_the_warm_cache_sends_none) {
   STRATA_SHARED_FILE(model, "models/synth/llama-dense-q4_k_m.gguf");
-  runtime::EngineOptions o = testing::cluster_options(model, *cluster_);
-  o.cluster.workers.resize(2);
+  TestCluster cluster(2, 1, "warm-cache");  // fresh, empty caches
+  ASSERT_TRUE(cluster.ok()) << cluster.error();
+  runtime::EngineOptions o = testing::cluster_options(model, cluster);
   o.cluster.tensor_split = {1, 1};
   uint64_t cold = 0, warm = 0;
   {
     auto e = runtime::Engine::load(o);
     ASSERT_TRUE(e.ok()) << e.error().message;
-    for (const auto& l : (*e)->loads()) cold += l.bytes_sent;
+    ASSERT_EQ((*e)->loads().size(), 2u);
+    for (const auto& l : (*e)->loads()) {
+      cold += l.bytes_sent;
+      EXPECT_GT(l.bytes_sent, 0u) << l.node << ": a cold cache receives its stage's weights";
+    }
   }
   {
     auto e = runtime::Engine::load(o);
     ASSERT_TRUE(e.ok()) << e.error().message;
     for (const auto& l : (*e)->loads()) warm += l.bytes_sent;
+    auto logits = runtime::evaluate_prompt(**e, 0, kPrompt, false);
+    EXPECT_TRUE(logits.ok()) << logits.error().message;
   }
-  // The first start of this model on these workers may already be warm from another test; the
-  // second never sends anything.
+  EXPECT_GT(cold, 0u);
   EXPECT_EQ(warm, 0u);
   RecordProperty("cold_bytes", std::to_string(cold));
 }

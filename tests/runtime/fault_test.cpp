@@ -6,15 +6,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <random>
 
 #include "net/credentials.h"
 #include "net/forward_stream.h"
+#include "net/model_identity.h"
 #include "net/remote_node.h"
+#include "net/stage_spec.h"
 #include "runtime/generate.h"
 #include "strata.grpc.pb.h"
 #include "testing/cluster.h"
+#include "testing/process.h"
 #include "testing/shared_data.h"
 
 namespace strata {
@@ -162,37 +167,100 @@ TEST_F(WorkerInputs, malformed_forward_requests_get_error_statuses) {
   expect_still_serving();
 }
 
+// A well-formed stage whose only fault is its model hash. The worker has its own copy of the model
+// (--model-dir), so under the model's real hash the same spec is served from that copy; under a hash
+// it has never seen it has nothing: every stage tensor is missing, and loading the stage without
+// pushing them is refused.
 TEST_F(WorkerInputs, stage_with_an_unknown_model_hash_is_refused) {
   STRATA_SHARED_FILE(model_path, "models/stories260K.gguf");
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("strata-test-unknown-hash-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "models");
+  std::filesystem::copy_file(model_path, dir / "models" / "copy.gguf");
+  runtime::WorkerSpawn ws;
+  ws.binary = testing::strata_binary();
+  ws.token_file = cluster_->token_file();
+  ws.cache_dir = (dir / "cache").string();
+  ws.log_path = (dir / "worker.log").string();
+  ws.extra_args = {"--model-dir", (dir / "models").string()};
+  auto worker = runtime::WorkerProcess::spawn(ws);
+  ASSERT_TRUE(worker.ok()) << worker.error().message << testing::log_tail(ws.log_path);
+  endpoint_ = worker->endpoint();
+
   auto model = model::Model::open(model_path);
   ASSERT_TRUE(model.ok());
-  v1::StageSpec spec;
-  spec.set_session("s1");
-  spec.set_model_sha256(std::string(64, '0'));  // a hash neither the cache nor the model dir has
-  spec.add_stage_tensors("blk.0.attn_q.weight");
-  spec.set_n_seq(1);
-  spec.set_n_ctx_per_seq(64);
-  spec.set_n_batch(16);
-  grpc::ClientContext ctx;
-  net::authorize(ctx, cluster_->token());
+  std::vector<plan::Node> nodes = {plan::local_node(1), plan::worker_node(endpoint_, uint64_t{1} << 34, 1)};
+  plan::Request req;
+  req.n_ctx = 64;
+  req.n_batch = 16;
+  req.tensor_split = {1};
+  auto p = plan::make_plan(**model, nodes, req);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  auto sha = net::file_sha256(model_path, "");
+  auto metadata = net::metadata_image((*model)->file());
+  ASSERT_TRUE(sha.ok() && metadata.ok());
+  v1::StageSpec spec = net::make_stage_spec(**model, *p, 1, "known", *sha, *metadata, req, 1);
+  ASSERT_GT(spec.stage_tensors_size(), 0);
+  auto prepare = [&](const v1::StageSpec& sp, v1::PrepareReply* reply) {
+    grpc::ClientContext ctx;
+    net::authorize(ctx, cluster_->token());
+    return stub()->PrepareStage(&ctx, sp, reply);
+  };
+  auto load = [&](const v1::StageSpec& sp) {
+    grpc::ClientContext ctx;
+    net::authorize(ctx, cluster_->token());
+    v1::LoadReply loaded;
+    return stub()->LoadStage(&ctx, sp, &loaded);
+  };
+
+  // The worker announces the hash of its copy, and the spec under that hash needs nothing.
+  const std::string unknown(64, '0');
+  ASSERT_NE(*sha, unknown);
+  {
+    auto link = net::RemoteNode::connect(endpoint_, {cluster_->token(), "", "", ""}, 5000);
+    ASSERT_TRUE(link.ok());
+    auto facts = (*link)->hello();
+    ASSERT_TRUE(facts.ok()) << facts.error().message;
+    EXPECT_NE(std::find(facts->model_sha256.begin(), facts->model_sha256.end(), *sha), facts->model_sha256.end());
+    EXPECT_EQ(std::find(facts->model_sha256.begin(), facts->model_sha256.end(), unknown), facts->model_sha256.end());
+  }
+  v1::PrepareReply known;
+  grpc::Status s = prepare(spec, &known);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(known.missing_size(), 0);
+  EXPECT_EQ(known.source().rfind("local file", 0), 0u) << known.source();
+  s = load(spec);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+
+  // The same spec under a hash the worker does not know: all of the stage is missing...
+  spec.set_session("unknown");
+  spec.set_model_sha256(unknown);
   v1::PrepareReply reply;
-  // Without metadata the spec is malformed.
-  grpc::Status s = stub()->PrepareStage(&ctx, spec, &reply);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  // A bad hash format is refused too.
+  s = prepare(spec, &reply);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(reply.missing_size(), spec.stage_tensors_size());
+  EXPECT_GT(reply.missing_bytes(), 0u);
+  EXPECT_EQ(reply.source(), "coordinator");
+  // ...and loading it without the weights is refused: the worker has no tensor under that hash.
+  s = load(spec);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("not in the cache"), std::string::npos) << s.error_message();
+
+  // A hash that is not 64 hex digits is refused as such.
+  spec.set_session("bad-format");
   spec.set_model_sha256("../../etc/passwd");
-  grpc::ClientContext ctx2;
-  net::authorize(ctx2, cluster_->token());
-  s = stub()->PrepareStage(&ctx2, spec, &reply);
+  s = prepare(spec, &reply);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("model_sha256"), std::string::npos) << s.error_message();
   // LoadStage for a session never prepared.
-  grpc::ClientContext ctx3;
-  net::authorize(ctx3, cluster_->token());
-  v1::LoadReply loaded;
-  s = stub()->LoadStage(&ctx3, spec, &loaded);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  spec.set_session("never-prepared");
+  spec.set_model_sha256(*sha);
+  s = load(spec);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
   expect_still_serving();
+  testing::expect_clean_exit(worker->stop(), "worker " + endpoint_ + " (--model-dir)", ws.log_path);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

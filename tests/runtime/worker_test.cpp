@@ -52,8 +52,10 @@ TEST(Worker, frees_the_session_of_a_coordinator_that_vanished) {
   s.binary = testing::strata_binary();
   s.extra_args = {"--session-timeout", "1"};
   s.cache_dir = (fs::temp_directory_path() / "strata-test-vanish").string();
+  s.log_path = s.cache_dir + ".log";
+  fs::remove(s.log_path);
   auto w = runtime::WorkerProcess::spawn(s);
-  ASSERT_TRUE(w.ok()) << w.error().message;
+  ASSERT_TRUE(w.ok()) << w.error().message << testing::log_tail(s.log_path);
   load_and_vanish(w->endpoint(), "", model);
   auto link = net::RemoteNode::connect(w->endpoint(), {}, 5000);
   ASSERT_TRUE(link.ok());
@@ -64,7 +66,9 @@ TEST(Worker, frees_the_session_of_a_coordinator_that_vanished) {
   auto after = (*link)->hello();
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->sessions, 0);
+  testing::expect_clean_exit(w->stop(), "worker " + w->endpoint(), s.log_path);
   fs::remove_all(s.cache_dir);
+  fs::remove(s.log_path);
 }
 
 TEST(Worker, maps_its_own_copy_of_the_model_and_receives_no_weights) {
@@ -77,8 +81,24 @@ TEST(Worker, maps_its_own_copy_of_the_model_and_receives_no_weights) {
   s.binary = testing::strata_binary();
   s.cache_dir = (dir / "cache").string();
   s.extra_args = {"--model-dir", (dir / "models").string()};
+  s.log_path = (dir / "worker.log").string();
   auto w = runtime::WorkerProcess::spawn(s);
-  ASSERT_TRUE(w.ok()) << w.error().message;
+  ASSERT_TRUE(w.ok()) << w.error().message << testing::log_tail(s.log_path);
+  // The first start of a model the worker has no copy of sends its weights: bytes_sent counts them.
+  STRATA_SHARED_FILE(other, "models/stories260K.gguf");
+  {
+    runtime::EngineOptions o;
+    o.model_path = other;
+    o.n_ctx = 128;
+    o.n_threads = 1;
+    o.cluster.workers = {w->endpoint()};
+    o.cluster.tensor_split = {1};
+    auto e = runtime::Engine::load(o);
+    ASSERT_TRUE(e.ok()) << e.error().message;
+    ASSERT_EQ((*e)->loads().size(), 1u);
+    EXPECT_GT((*e)->loads()[0].bytes_sent, 0u) << "a model the worker lacks must be sent";
+  }
+  // The first start of the model it has a copy of sends nothing.
   runtime::EngineOptions o;
   o.model_path = model;
   o.n_ctx = 128;
@@ -92,7 +112,7 @@ TEST(Worker, maps_its_own_copy_of_the_model_and_receives_no_weights) {
   auto logits = runtime::evaluate_prompt(**e, 0, {1, 403, 407}, false);
   EXPECT_TRUE(logits.ok()) << logits.error().message;
   e = Error{"done"};
-  w->stop();
+  testing::expect_clean_exit(w->stop(), "worker " + w->endpoint(), s.log_path);
   fs::remove_all(dir);
 }
 
@@ -112,8 +132,9 @@ TEST(Worker, links_run_over_mutual_tls) {
     s.binary = testing::strata_binary();
     s.cache_dir = (dir / ("cache" + std::to_string(i))).string();
     s.extra_args = {"--tls-cert", cert, "--tls-key", key, "--tls-ca", cert};
+    s.log_path = (dir / ("worker" + std::to_string(i) + ".log")).string();
     auto w = runtime::WorkerProcess::spawn(s);
-    ASSERT_TRUE(w.ok()) << w.error().message;
+    ASSERT_TRUE(w.ok()) << w.error().message << testing::log_tail(s.log_path);
     workers.push_back(std::move(*w));
   }
   runtime::EngineOptions o;
@@ -127,11 +148,24 @@ TEST(Worker, links_run_over_mutual_tls) {
   ASSERT_TRUE(e.ok()) << e.error().message;
   auto logits = runtime::evaluate_prompt(**e, 0, {1, 403, 407}, false);
   EXPECT_TRUE(logits.ok()) << logits.error().message;
-  // A plaintext client gets nowhere.
+  // A TLS client with a client certificate the CA signed is served...
+  auto full = net::RemoteNode::connect(workers[0].endpoint(), {"", cert, cert, key}, 3000);
+  ASSERT_TRUE(full.ok()) << full.error().message;
+  auto facts = (*full)->hello();
+  EXPECT_TRUE(facts.ok()) << facts.error().message;
+  // ...one that trusts the worker's certificate but has none of its own is refused: the TLS is mutual...
+  auto no_cert = net::RemoteNode::connect(workers[0].endpoint(), {"", cert, "", ""}, 3000);
+  ASSERT_TRUE(no_cert.ok()) << no_cert.error().message;
+  EXPECT_FALSE((*no_cert)->hello().ok()) << "a TLS client without a client certificate was served";
+  // ...and a plaintext client gets nowhere.
   auto plain = net::RemoteNode::connect(workers[0].endpoint(), {}, 3000);
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE((*plain)->hello().ok());
   e = Error{"done"};
+  for (size_t i = 0; i < workers.size(); ++i) {
+    testing::expect_clean_exit(workers[i].stop(), "TLS worker " + workers[i].endpoint(),
+                               (dir / ("worker" + std::to_string(i) + ".log")).string());
+  }
   workers.clear();
   fs::remove_all(dir);
 }

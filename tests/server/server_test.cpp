@@ -25,14 +25,15 @@ const fs::path kTmp = fs::temp_directory_path() / "strata-server-tests";
 // A `strata serve` child process, ready to take requests.
 class Server {
  public:
-  explicit Server(std::vector<std::string> args, const std::string& name) {
+  explicit Server(std::vector<std::string> args, const std::string& name) : name_(name) {
     fs::create_directories(kTmp);
     ready_ = (kTmp / (name + ".ready")).string();
     log_ = (kTmp / (name + ".log")).string();
     fs::remove(ready_);
     std::vector<std::string> argv = {testing::strata_binary(), "serve", "--port", "0", "--ready-file", ready_};
     argv.insert(argv.end(), args.begin(), args.end());
-    ok_ = ChildProcess::start(argv, log_, process_) && process_.wait_for_file(ready_, 120000);
+    started_ = ChildProcess::start(argv, log_, process_);
+    ok_ = started_ && process_.wait_for_file(ready_, 120000);
     if (ok_) {
       std::ifstream in(ready_);
       std::string endpoint;
@@ -40,6 +41,10 @@ class Server {
       host_ = endpoint.substr(0, endpoint.rfind(':'));
       port_ = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
     }
+  }
+  // SIGTERM must end the server (and its local workers) with status 0.
+  ~Server() {
+    if (started_) testing::expect_clean_exit(process_.stop(), "strata serve (" + name_ + ")", log_);
   }
   bool ok() const { return ok_; }
   std::string log() const { return testing::read_text_file(log_); }
@@ -53,9 +58,9 @@ class Server {
 
  private:
   ChildProcess process_;
-  std::string ready_, log_, host_;
+  std::string name_, ready_, log_, host_;
   int port_ = 0;
-  bool ok_ = false;
+  bool started_ = false, ok_ = false;
 };
 
 std::string model_path() { return testing::shared_file("models/stories260K.gguf"); }
@@ -201,8 +206,11 @@ TEST(Server, node_failure_ends_the_stream_with_an_error_and_the_server_recovers)
   runtime::WorkerSpawn spawn;
   spawn.binary = testing::strata_binary();
   spawn.cache_dir = (kTmp / "fail-worker").string();
+  spawn.log_path = (kTmp / "fail-worker.log").string();
+  fs::create_directories(kTmp);
+  fs::remove(spawn.log_path);
   auto worker = runtime::WorkerProcess::spawn(spawn);
-  ASSERT_TRUE(worker.ok()) << worker.error().message;
+  ASSERT_TRUE(worker.ok()) << worker.error().message << testing::log_tail(spawn.log_path);
   const int port = worker->port();
   Server server({"-m", model_path(), "-c", "4096", "--rpc", worker->endpoint(), "-ts", "1,1", "--rpc-timeout", "3000"},
                 "fail");
@@ -221,11 +229,28 @@ TEST(Server, node_failure_ends_the_stream_with_an_error_and_the_server_recovers)
   streamer.join();
   EXPECT_NE(body.find("\"error\""), std::string::npos) << body.substr(body.size() > 400 ? body.size() - 400 : 0);
   EXPECT_EQ(body.find("[DONE]"), std::string::npos);
-  // Health turns 503 while the node is down, then back to 200 once it returns.
+  // Health turns 503 while the node is down, naming it...
+  int status = 0;
+  std::string health;
+  for (int i = 0; i < 300 && status != 503; ++i) {  // the heartbeat pings every 2 s
+    auto h = c.Get("/health");
+    status = h ? h->status : -1;
+    health = h ? h->body : "";
+    if (status != 503) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(status, 503) << "health while the worker is down: " << health;
+  const json down = json::parse(health, nullptr, false);
+  ASSERT_TRUE(down.is_object()) << health;
+  EXPECT_EQ(down.value("nodes_down", json::array()), json::array({worker->endpoint()})) << health;
+  // ...and stays 503 until the node returns.
+  auto still = c.Get("/health");
+  ASSERT_TRUE(still);
+  EXPECT_EQ(still->status, 503) << still->body;
+  // Then back to 200 once it returns.
   spawn.port = port;
   auto again = runtime::WorkerProcess::spawn(spawn);
-  ASSERT_TRUE(again.ok()) << again.error().message;
-  int status = 0;
+  ASSERT_TRUE(again.ok()) << again.error().message << testing::log_tail(spawn.log_path);
+  status = 0;
   for (int i = 0; i < 100 && status != 200; ++i) {
     auto h = c.Get("/health");
     status = h ? h->status : -1;
@@ -236,6 +261,7 @@ TEST(Server, node_failure_ends_the_stream_with_an_error_and_the_server_recovers)
                      "application/json");
   ASSERT_TRUE(good);
   EXPECT_EQ(good->status, 200) << good->body;
+  testing::expect_clean_exit(again->stop(), "restarted worker " + again->endpoint(), spawn.log_path);
 }
 
 TEST(Server, a_worker_that_refuses_its_stage_stops_startup_with_status_1) {
@@ -244,8 +270,11 @@ TEST(Server, a_worker_that_refuses_its_stage_stops_startup_with_status_1) {
   spawn.binary = testing::strata_binary();
   spawn.cache_dir = (kTmp / "refusing-worker").string();
   spawn.extra_args = {"--max-context", "64"};
+  spawn.log_path = (kTmp / "refusing-worker.log").string();
+  fs::create_directories(kTmp);
+  fs::remove(spawn.log_path);
   auto worker = runtime::WorkerProcess::spawn(spawn);
-  ASSERT_TRUE(worker.ok()) << worker.error().message;
+  ASSERT_TRUE(worker.ok()) << worker.error().message << testing::log_tail(spawn.log_path);
   ChildProcess p;
   const std::string log = (kTmp / "refuse.log").string();
   ASSERT_TRUE(ChildProcess::start({testing::strata_binary(), "serve", "--port", "0", "-m", model_path(), "-c", "1024",
@@ -255,6 +284,7 @@ TEST(Server, a_worker_that_refuses_its_stage_stops_startup_with_status_1) {
   const std::string text = testing::read_text_file(log);
   EXPECT_NE(text.find(worker->endpoint()), std::string::npos) << text;
   EXPECT_NE(text.find("--max-context"), std::string::npos) << text;
+  testing::expect_clean_exit(worker->stop(), "worker " + worker->endpoint() + " (--max-context 64)", spawn.log_path);
 }
 
 TEST(Server, web_page_streams_an_answer_and_shows_the_cluster_in_headless_chromium) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "runtime/generate.h"
+#include "testing/process.h"
 #include "testing/shared_data.h"
 
 namespace strata::testing {
@@ -13,6 +14,7 @@ namespace strata::testing {
 TestCluster::TestCluster(int n, int threads, const std::string& name) {
   root_ = (std::filesystem::temp_directory_path() / ("strata-test-" + name + "-" + std::to_string(::getpid()))).string();
   std::filesystem::remove_all(root_);
+  std::filesystem::create_directories(root_);
   token_ = runtime::random_token();
   auto file = runtime::write_token_file(token_);
   if (!file.ok()) {
@@ -26,9 +28,10 @@ TestCluster::TestCluster(int n, int threads, const std::string& name) {
     s.threads = threads;
     s.token_file = token_file_;
     s.cache_dir = cache_dir(i);
+    s.log_path = log_path(i);
     auto w = runtime::WorkerProcess::spawn(s);
     if (!w.ok()) {
-      error_ = w.error().message;
+      error_ = w.error().message + "\n" + testing::log_tail(s.log_path);
       return;
     }
     workers_.push_back(std::move(*w));
@@ -36,6 +39,13 @@ TestCluster::TestCluster(int n, int threads, const std::string& name) {
 }
 
 TestCluster::~TestCluster() {
+  // Workers killed on purpose (kill(SIGKILL) in fault tests) are already reaped and not checked.
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (!workers_[i].running()) continue;
+    const std::string what = "worker " + std::to_string(i) + " (" + workers_[i].endpoint() + ", pid " +
+                             std::to_string(workers_[i].pid()) + ")";
+    expect_clean_exit(workers_[i].stop(), what, log_path(static_cast<int>(i)));
+  }
   workers_.clear();
   std::filesystem::remove(token_file_);
   std::filesystem::remove_all(root_);
@@ -54,6 +64,7 @@ bool TestCluster::restart(int i, int threads) {
   s.threads = threads;
   s.token_file = token_file_;
   s.cache_dir = cache_dir(i);
+  s.log_path = log_path(i);
   const std::string endpoint = workers_[i].endpoint();
   s.port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
   for (int attempt = 0; attempt < 50; ++attempt) {  // the old socket may linger briefly

@@ -13,6 +13,7 @@ namespace strata::testing {
 class TestCluster {
  public:
   // Starts n workers (strata binary, random ports, a shared token, a fresh cache dir per worker).
+  // The destructor stops them and records a test failure for each one that does not exit with 0.
   explicit TestCluster(int n, int threads = 1, const std::string& name = "cluster");
   ~TestCluster();
 
@@ -25,6 +26,8 @@ class TestCluster {
   // Starts worker i again on its old port (after kill()).
   bool restart(int i, int threads = 1);
   std::string cache_dir(int i) const { return root_ + "/worker-" + std::to_string(i); }
+  // Worker i's log (its stderr; a restarted worker appends to it).
+  std::string log_path(int i) const { return root_ + "/worker-" + std::to_string(i) + ".log"; }
 
  private:
   std::string root_, token_, token_file_, error_;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <filesystem>
 
 #include "testing/shared_data.h"
 
@@ -31,8 +32,9 @@ bool load_golden(const std::string& name, Golden& g) {
     return false;
   }
   const std::string file = g.json.at("model_file").get<std::string>();
-  const std::string dir = name.rfind("llama-dense", 0) == 0 || name.rfind("qwen", 0) == 0 ? "models/synth/" : "models/";
-  g.model_path = shared_file(dir + file);
+  // The synthetic models live in models/synth/, the downloaded ones in models/.
+  const bool synth = std::filesystem::exists(shared_dir() / "models" / "synth" / file);
+  g.model_path = shared_file((synth ? "models/synth/" : "models/") + file);
   if (g.model_path.empty()) return false;
   g.prompt_tokens = g.json.at("prompt_tokens").get<std::vector<int32_t>>();
   g.n_vocab = g.json.at("n_vocab").get<int32_t>();

@@ -1,5 +1,7 @@
 #include "testing/process.h"
 
+#include <gtest/gtest.h>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +19,26 @@ std::string shell_quote(const std::string& arg) {
   std::string q = "'";
   for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
+}
+
+std::string log_tail(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  return text.size() > max_bytes ? "..." + text.substr(text.size() - max_bytes) : text;
+}
+
+bool expect_clean_exit(int status, const std::string& what, const std::string& log_path) {
+  if (status == 0) return true;
+  std::string how = "exited with status " + std::to_string(status);
+  if (status == 128 + SIGKILL) how += " (killed: it did not exit within the grace period after SIGTERM)";
+  else if (status > 128) how += " (signal " + std::to_string(status - 128) + ")";
+  else if (status < 0) how = "was never started or its status is unknown";
+  ADD_FAILURE() << what << " " << how << "; a sanitizer report or a crash makes a stopped process exit non-zero."
+                << "\n--- tail of " << log_path << " ---\n" << log_tail(log_path);
+  return false;
 }
 
 ProcessResult run_command(const std::string& command) {
@@ -92,15 +114,17 @@ int ChildProcess::wait_exit(int timeout_ms) {
   return -1;
 }
 
-void ChildProcess::stop() {
-  if (pid_ <= 0) return;
+int ChildProcess::stop() {
+  if (pid_ <= 0 || !running()) return status_;
   ::kill(pid_, SIGTERM);
-  if (wait_exit(3000) < 0 && pid_ > 0) {
+  if (wait_exit(10000) < 0 && pid_ > 0) {
     ::kill(pid_, SIGKILL);
     int status = 0;
     ::waitpid(pid_, &status, 0);
+    status_ = 128 + SIGKILL;
     pid_ = -1;
   }
+  return status_;
 }
 
 }  // namespace strata::testing

@@ -18,6 +18,14 @@ ProcessResult run_command(const std::string& command);
 // Quotes an argument for /bin/sh.
 std::string shell_quote(const std::string& arg);
 
+// The last `max_bytes` of a file (a child's log), "" if it cannot be read.
+std::string log_tail(const std::string& path, size_t max_bytes = 4000);
+
+// A child that was stopped normally (SIGTERM) must have exited with status 0: a sanitizer report
+// (ASan, LSan, UBSan with halt_on_error) or a crash makes it non-zero. Records a test failure naming
+// `what` and showing the tail of its log otherwise; returns whether it was clean.
+bool expect_clean_exit(int status, const std::string& what, const std::string& log_path);
+
 }  // namespace strata::testing
 
 namespace strata::testing {
@@ -36,7 +44,9 @@ class ChildProcess {
   // The exit status once the process has ended (waits up to timeout_ms); -1 if still running.
   int wait_exit(int timeout_ms);
   bool running();
-  void stop();  // SIGTERM, then SIGKILL
+  // SIGTERM, then SIGKILL after 10 s; returns the exit status (128 + signal when killed by one), also
+  // when the process had already ended; -1 if it was never started.
+  int stop();
   int pid() const { return pid_; }
 
  private:
