@@ -25,6 +25,8 @@ import threading
 import time
 from collections import Counter
 
+samples = {}  # one response body per error outcome
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -66,7 +68,7 @@ def request_kinds():
     return chat, completion, malformed
 
 
-def one_request(port, kind, rng, outcomes, lock):
+def one_request(port, kind, rng, outcomes, lock, phase):
     chat, completion, malformed = request_kinds()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
@@ -95,6 +97,8 @@ def one_request(port, kind, rng, outcomes, lock):
                 outcome = f"{kind}: ok"
             elif b'"error"' in data:
                 outcome = f"{kind}: error object ({r.status})"  # e.g. a worker was down
+                with lock:
+                    samples.setdefault((phase, outcome), data[-300:])
             else:
                 outcome = f"{kind}: NO ANSWER ({r.status})"
     except (OSError, http.client.HTTPException) as e:
@@ -102,7 +106,7 @@ def one_request(port, kind, rng, outcomes, lock):
     finally:
         conn.close()
     with lock:
-        outcomes[outcome] += 1
+        outcomes[(phase, outcome)] += 1
 
 
 def main():
@@ -137,14 +141,24 @@ def main():
         counter = iter(range(args.requests))
         counter_lock = threading.Lock()
         warm_at, kill_at = args.requests // 10, args.requests // 2
+        restart_at = kill_at + args.requests // 10
         events = {}
 
-        def restart():
-            workers[1] = start_worker(args.binary, ports[1], token_file, logs[1])
-            with counter_lock:
-                events["restarted worker 1, 3 s later, before request"] = requests_started[0]
+        started = [0]
 
-        requests_started = [0]
+        def watch_health():
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                try:
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                    conn.request("GET", "/health")
+                    if conn.getresponse().status == 200:
+                        with counter_lock:
+                            events["/health 200 again at request"] = started[0]
+                        return
+                except (OSError, http.client.HTTPException):
+                    pass
+                time.sleep(0.1)
 
         def client(seed):
             rng = random.Random(seed)
@@ -153,17 +167,24 @@ def main():
                     i = next(counter, None)
                     if i is None:
                         return
-                    requests_started[0] = i
                     if i == warm_at:
                         rss["after warm-up"] = rss_kib(server.pid)
                     if i == kill_at:
                         workers[1].send_signal(signal.SIGKILL)
                         workers[1].wait()
                         events["killed worker 1 at request"] = i
-                        threading.Timer(3.0, restart).start()
+                    if i == restart_at:
+                        workers[1] = start_worker(args.binary, ports[1], token_file, logs[1])
+                        events["restarted worker 1 at request"] = i
+                        threading.Thread(target=watch_health, daemon=True).start()
+                    started[0] = i
+                    recovered = events.get("/health 200 again at request")
+                    phase = "1 before the kill" if i < kill_at else \
+                        "3 after /health is 200 again" if recovered is not None and i > recovered + args.clients else \
+                        "2 worker down or recovering"
                 if server.poll() is not None:
                     sys.exit("THE SERVER DIED (exit %s); see %s" % (server.returncode, logs[2].name))
-                one_request(port, rng.choice(kinds), rng, outcomes, lock)
+                one_request(port, rng.choice(kinds), rng, outcomes, lock, phase)
 
         start = time.time()
         threads = [threading.Thread(target=client, args=(s,)) for s in range(args.clients)]
@@ -177,12 +198,18 @@ def main():
         print(f"{args.requests} requests from {args.clients} clients in {seconds:.1f} s; server alive: {alive}")
         for k, v in events.items():
             print(f"  {k} {v}")
-        for outcome, n in sorted(outcomes.items()):
-            print(f"  {outcome}: {n}")
+        for (phase, outcome), n in sorted(outcomes.items()):
+            print(f"  {phase}: {outcome}: {n}")
+        for (phase, outcome), body in sorted(samples.items()):
+            print(f"  e.g. {phase}: {outcome}: {body.decode(errors='replace').strip()[-200:]}")
         print("server RSS (MiB): " + ", ".join(f"{k} {v / 1024:.1f}" for k, v in rss.items()))
         growth = (rss["end"] - rss["after warm-up"]) / max(1, rss["after warm-up"])
         print(f"growth after warm-up: {100 * growth:.1f}%")
-        bad = [o for o in outcomes if "NO ANSWER" in o or "unexpected" in o or "connection failed" in o]
+        bad = [o for p, o in outcomes if "NO ANSWER" in o or "unexpected" in o or "connection failed" in o]
+        # With the worker back, the cluster must serve again.
+        bad += [o for p, o in outcomes if p.startswith("3") and "error object" in o]
+        if "/health 200 again at request" not in events:
+            bad.append("the cluster did not recover")
         if not alive or bad or growth >= 0.10:
             sys.exit("soak FAILED")
         print("soak passed")

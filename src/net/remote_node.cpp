@@ -43,7 +43,7 @@ Result<NodeFacts> RemoteNode::hello() {
   v1::HelloRequest req;
   req.set_protocol(kProtocolVersion);
   v1::HelloReply reply;
-  grpc::Status s = stub_->Hello(&ctx, req, &reply);
+  grpc::Status s = call_one(&v1::Worker::Stub::Hello, *stub_, ctx, req, &reply);
   if (!s.ok()) return failure("Hello", s);
   if (reply.protocol() != kProtocolVersion) {
     return make_error("worker {}: protocol {} (this coordinator speaks {})", endpoint_, reply.protocol(), kProtocolVersion);
@@ -65,7 +65,7 @@ Result<uint64_t> RemoteNode::load(const v1::StageSpec& spec, const gguf::File& m
   {
     grpc::ClientContext ctx;
     prepare(ctx, timeout_ms_);
-    grpc::Status s = stub_->PrepareStage(&ctx, spec, &prepared);
+    grpc::Status s = call_one(&v1::Worker::Stub::PrepareStage, *stub_, ctx, spec, &prepared);
     if (!s.ok()) return failure("PrepareStage", s);
   }
   LoadProgress progress;
@@ -99,7 +99,7 @@ Result<uint64_t> RemoteNode::load(const v1::StageSpec& spec, const gguf::File& m
   v1::LoadReply loaded;
   grpc::ClientContext ctx;
   prepare(ctx, kLoadTimeoutMs);
-  grpc::Status s = stub_->LoadStage(&ctx, spec, &loaded);
+  grpc::Status s = call_one(&v1::Worker::Stub::LoadStage, *stub_, ctx, spec, &loaded);
   if (!s.ok()) return failure("LoadStage", s);
   return progress.bytes_sent;
 }
@@ -123,7 +123,7 @@ Status RemoteNode::seq_op(const std::string& session, v1::SeqOpRequest::Op op, i
   req.set_p0(p0);
   req.set_dst(dst);
   v1::SeqOpReply reply;
-  grpc::Status s = stub_->SeqOp(&ctx, req, &reply);
+  grpc::Status s = call_one(&v1::Worker::Stub::SeqOp, *stub_, ctx, req, &reply);
   if (!s.ok()) return failure("SeqOp", s);
   return {};
 }
@@ -135,7 +135,7 @@ Result<bool> RemoteNode::ping(const std::string& session) {
   v1::SessionRef req;
   req.set_session(session);
   v1::PingReply reply;
-  grpc::Status s = stub_->Ping(&ctx, req, &reply);
+  grpc::Status s = call_one(&v1::Worker::Stub::Ping, *stub_, ctx, req, &reply);
   if (!s.ok()) return failure("Ping", s);
   return reply.known();
 }
@@ -146,7 +146,7 @@ void RemoteNode::end_session(const std::string& session) {
   v1::SessionRef req;
   req.set_session(session);
   v1::PingReply reply;
-  (void)stub_->EndSession(&ctx, req, &reply);
+  (void)call_one(&v1::Worker::Stub::EndSession, *stub_, ctx, req, &reply);
 }
 
 }  // namespace strata::net

@@ -15,8 +15,8 @@
 
 namespace strata::net {
 
-// 2: Forward is a client stream; StageSpec names the endpoints a worker may forward to.
-inline constexpr uint32_t kProtocolVersion = 2;
+// 3: every request is a client stream; StageSpec names the endpoints a worker may forward to.
+inline constexpr uint32_t kProtocolVersion = 3;
 
 struct ParsedStage {
   std::string session;

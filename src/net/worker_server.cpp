@@ -47,7 +47,9 @@ Status run_worker(const WorkerOptions& options) {
   // each with one message of at most kMaxRequestBytes.
   grpc::ResourceQuota quota("strata-worker");
   quota.SetMaxThreads(kMaxCallThreads);
+  quota.Resize(kMaxCallThreads * size_t{kMaxRequestBytes});
   builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxCallThreads);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) return make_error("cannot listen on {}:{}", options.host, options.port);

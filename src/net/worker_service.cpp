@@ -81,8 +81,10 @@ std::shared_ptr<v1::Worker::Stub> WorkerService::next_hop(Session& session, cons
   return stub;
 }
 
-Status WorkerService::Hello(grpc::ServerContext* ctx, const v1::HelloRequest*, v1::HelloReply* reply) {
-  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+Status WorkerService::Hello(grpc::ServerContext* ctx, grpc::ServerReader<v1::HelloRequest>* reader, v1::HelloReply* reply) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;  // before reading
+  v1::HelloRequest message;
+  if (!read_one(*reader, message)) return error_status(StatusCode::INVALID_ARGUMENT, "expected one request message");
   const MemoryFacts mem = read_memory_facts();
   reply->set_protocol(kProtocolVersion);
   reply->set_version("strata 0.1");
@@ -97,8 +99,11 @@ Status WorkerService::Hello(grpc::ServerContext* ctx, const v1::HelloRequest*, v
   return Status::OK;
 }
 
-Status WorkerService::PrepareStage(grpc::ServerContext* ctx, const v1::StageSpec* spec, v1::PrepareReply* reply) {
-  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+Status WorkerService::PrepareStage(grpc::ServerContext* ctx, grpc::ServerReader<v1::StageSpec>* reader, v1::PrepareReply* reply) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;  // before reading
+  v1::StageSpec message;
+  if (!read_one(*reader, message)) return error_status(StatusCode::INVALID_ARGUMENT, "expected one request message");
+  const v1::StageSpec* spec = &message;
   auto parsed = parse_stage(*spec);
   if (!parsed.ok()) return invalid(parsed.error());
   if (options_.max_context > 0 && parsed->n_ctx_per_seq > options_.max_context) {
@@ -165,8 +170,11 @@ Status WorkerService::PushTensors(grpc::ServerContext* ctx, grpc::ServerReader<v
   return Status::OK;
 }
 
-Status WorkerService::LoadStage(grpc::ServerContext* ctx, const v1::StageSpec* spec, v1::LoadReply* reply) {
-  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+Status WorkerService::LoadStage(grpc::ServerContext* ctx, grpc::ServerReader<v1::StageSpec>* reader, v1::LoadReply* reply) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;  // before reading
+  v1::StageSpec message;
+  if (!read_one(*reader, message)) return error_status(StatusCode::INVALID_ARGUMENT, "expected one request message");
+  const v1::StageSpec* spec = &message;
   auto session = find(spec->session());
   if (!session) return error_status(StatusCode::FAILED_PRECONDITION, "LoadStage before PrepareStage");
   std::lock_guard lock(session->mu);
@@ -193,25 +201,32 @@ Status WorkerService::Forward(grpc::ServerContext* ctx, grpc::ServerReader<v1::F
   if (!session) {
     return error_status(StatusCode::NOT_FOUND, "unknown session '" + req.hop().session() + "' (worker restarted?)");
   }
+  size_t want = 0;  // bytes of hidden state the rows need
+  {
+    std::lock_guard lock(session->mu);
+    if (!session->runner) return error_status(StatusCode::FAILED_PRECONDITION, "session has no loaded stage");
+    const model::StageRunner& runner = *session->runner;
+    if (req.pos_size() < 1 || req.pos_size() > runner.config().n_batch) {
+      return error_status(StatusCode::INVALID_ARGUMENT,
+                          fmt::format("{} rows out of range 1..{}", req.pos_size(), runner.config().n_batch));
+    }
+    want = static_cast<size_t>(req.pos_size()) * runner.model().hparams().n_embd * sizeof(float);
+  }
+  // The rest of the hidden state, never more than the rows need; read without the session's lock,
+  // so a sender that stalls holds up only its own call.
+  const size_t max_messages = want / kChunkBytes + 2;
+  v1::ForwardRequest more;
+  for (size_t m = 1; reader->Read(&more); ++m) {
+    if (m >= max_messages || more.hidden().size() > want - std::min(want, req.hidden().size())) {
+      return error_status(StatusCode::INVALID_ARGUMENT, "hidden state longer than the rows need");
+    }
+    req.mutable_hidden()->append(more.hidden());
+  }
   std::vector<float> hidden;
   {
     std::lock_guard lock(session->mu);
     if (!session->runner) return error_status(StatusCode::FAILED_PRECONDITION, "session has no loaded stage");
     model::StageRunner& runner = *session->runner;
-    if (req.pos_size() < 1 || req.pos_size() > runner.config().n_batch) {
-      return error_status(StatusCode::INVALID_ARGUMENT,
-                          fmt::format("{} rows out of range 1..{}", req.pos_size(), runner.config().n_batch));
-    }
-    // The rest of the hidden state, never more than the rows need.
-    const size_t want = static_cast<size_t>(req.pos_size()) * runner.model().hparams().n_embd * sizeof(float);
-    const size_t max_messages = want / kChunkBytes + 2;
-    v1::ForwardRequest more;
-    for (size_t m = 1; reader->Read(&more); ++m) {
-      if (m >= max_messages || more.hidden().size() > want - std::min(want, req.hidden().size())) {
-        return error_status(StatusCode::INVALID_ARGUMENT, "hidden state longer than the rows need");
-      }
-      req.mutable_hidden()->append(more.hidden());
-    }
     auto batch = batch_from_request(req, runner);
     if (!batch.ok()) return invalid(batch.error());
     if (auto s = runner.validate(*batch, false, req.hop().again()); !s.ok()) return invalid(s.error());
@@ -224,8 +239,8 @@ Status WorkerService::Forward(grpc::ServerContext* ctx, grpc::ServerReader<v1::F
       if (req.next_size() > 0) return error_status(StatusCode::INVALID_ARGUMENT, "the output hop must be the last");
       if (!runner.config().output) return error_status(StatusCode::INVALID_ARGUMENT, "this stage has no output head");
       const std::vector<float> logits = runner.logits(*batch, hidden.data());
-      if (req.top_k() > 0) {
-        const int32_t n_vocab = runner.model().hparams().n_vocab;
+      const int32_t n_vocab = runner.model().hparams().n_vocab;
+      if (req.top_k() > 0 && req.top_k() < static_cast<uint32_t>(n_vocab) / 2) {  // else whole rows are smaller
         reply->set_candidates(pack_candidates(logits.data(), static_cast<int64_t>(logits.size()) / n_vocab, n_vocab,
                                               req.top_k()));
       } else {
@@ -278,8 +293,11 @@ Status WorkerService::forward_onward(grpc::ServerContext& ctx, Session& session,
   return Status::OK;
 }
 
-Status WorkerService::SeqOp(grpc::ServerContext* ctx, const v1::SeqOpRequest* req, v1::SeqOpReply*) {
-  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+Status WorkerService::SeqOp(grpc::ServerContext* ctx, grpc::ServerReader<v1::SeqOpRequest>* reader, v1::SeqOpReply*) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;  // before reading
+  v1::SeqOpRequest message;
+  if (!read_one(*reader, message)) return error_status(StatusCode::INVALID_ARGUMENT, "expected one request message");
+  const v1::SeqOpRequest* req = &message;
   auto session = find(req->session());
   if (!session) return error_status(StatusCode::NOT_FOUND, "unknown session '" + req->session() + "'");
   std::lock_guard lock(session->mu);
@@ -294,14 +312,20 @@ Status WorkerService::SeqOp(grpc::ServerContext* ctx, const v1::SeqOpRequest* re
   return s.ok() ? Status::OK : invalid(s.error());
 }
 
-Status WorkerService::Ping(grpc::ServerContext* ctx, const v1::SessionRef* req, v1::PingReply* reply) {
-  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+Status WorkerService::Ping(grpc::ServerContext* ctx, grpc::ServerReader<v1::SessionRef>* reader, v1::PingReply* reply) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;  // before reading
+  v1::SessionRef message;
+  if (!read_one(*reader, message)) return error_status(StatusCode::INVALID_ARGUMENT, "expected one request message");
+  const v1::SessionRef* req = &message;
   reply->set_known(find(req->session()) != nullptr);
   return Status::OK;
 }
 
-Status WorkerService::EndSession(grpc::ServerContext* ctx, const v1::SessionRef* req, v1::PingReply* reply) {
-  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+Status WorkerService::EndSession(grpc::ServerContext* ctx, grpc::ServerReader<v1::SessionRef>* reader, v1::PingReply* reply) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;  // before reading
+  v1::SessionRef message;
+  if (!read_one(*reader, message)) return error_status(StatusCode::INVALID_ARGUMENT, "expected one request message");
+  const v1::SessionRef* req = &message;
   std::lock_guard lock(mu_);
   reply->set_known(sessions_.erase(req->session()) > 0);
   if (reply->known()) spdlog::info("worker: session {} ended", req->session());

@@ -36,14 +36,14 @@ class WorkerService final : public v1::Worker::Service {
   explicit WorkerService(const WorkerOptions& options);
   ~WorkerService() override;
 
-  grpc::Status Hello(grpc::ServerContext*, const v1::HelloRequest*, v1::HelloReply*) override;
-  grpc::Status PrepareStage(grpc::ServerContext*, const v1::StageSpec*, v1::PrepareReply*) override;
+  grpc::Status Hello(grpc::ServerContext*, grpc::ServerReader<v1::HelloRequest>*, v1::HelloReply*) override;
+  grpc::Status PrepareStage(grpc::ServerContext*, grpc::ServerReader<v1::StageSpec>*, v1::PrepareReply*) override;
   grpc::Status PushTensors(grpc::ServerContext*, grpc::ServerReader<v1::TensorChunk>*, v1::PushReply*) override;
-  grpc::Status LoadStage(grpc::ServerContext*, const v1::StageSpec*, v1::LoadReply*) override;
+  grpc::Status LoadStage(grpc::ServerContext*, grpc::ServerReader<v1::StageSpec>*, v1::LoadReply*) override;
   grpc::Status Forward(grpc::ServerContext*, grpc::ServerReader<v1::ForwardRequest>*, v1::ForwardReply*) override;
-  grpc::Status SeqOp(grpc::ServerContext*, const v1::SeqOpRequest*, v1::SeqOpReply*) override;
-  grpc::Status Ping(grpc::ServerContext*, const v1::SessionRef*, v1::PingReply*) override;
-  grpc::Status EndSession(grpc::ServerContext*, const v1::SessionRef*, v1::PingReply*) override;
+  grpc::Status SeqOp(grpc::ServerContext*, grpc::ServerReader<v1::SeqOpRequest>*, v1::SeqOpReply*) override;
+  grpc::Status Ping(grpc::ServerContext*, grpc::ServerReader<v1::SessionRef>*, v1::PingReply*) override;
+  grpc::Status EndSession(grpc::ServerContext*, grpc::ServerReader<v1::SessionRef>*, v1::PingReply*) override;
 
   TensorStore& store() { return store_; }
 

@@ -113,7 +113,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan:
                                     e->plan_.nodes[r.node].threads);
       STRATA_TRY(e->load_remote(r));
     }
-    for (const Remote& r : e->remotes_) e->health_.push_back({r.link->endpoint(), true, 0});
+    for (const Remote& r : e->remotes_) e->health_.push_back({r.link->endpoint(), true, true, 0});
     // Keeps the sessions alive on the workers and records their health for /health and /metrics.
     e->heartbeat_ = std::thread([raw = e.get()] {
       while (!raw->stop_.load()) {
@@ -126,6 +126,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan:
           all_known &= known.ok() && *known;
           std::lock_guard lock(raw->health_mu_);
           raw->health_[k].reachable = known.ok() && *known;
+          raw->health_[k].answers = known.ok();
           raw->health_[k].ping_ms = ms;
         }
         // A worker that came back without our session (restarted): reload it now rather than at the
@@ -135,10 +136,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan:
         if (lock.owns_lock() && (raw->broken_ || lost)) {
           bool reachable = true;
           for (const Remote& r : raw->remotes_) reachable &= r.link->ping(r.spec.session()).ok();
-          if (reachable && raw->recover().ok()) {
-            std::lock_guard hl(raw->health_mu_);
-            for (auto& h : raw->health_) h.reachable = true;
-          }
+          if (reachable) (void)raw->recover();
         }
       }
     });
@@ -198,17 +196,21 @@ Status Engine::recover() {
     STRATA_TRY(for_each_remote_seq_op(v1::SeqOpRequest::CLEAR, s, 0, 0));
   }
   broken_ = false;
+  {
+    std::lock_guard lock(health_mu_);
+    for (auto& h : health_) h.reachable = h.answers = true;
+  }
   spdlog::info("cluster recovered; all sequences start empty");
   return {};
 }
 
-// While the heartbeat sees a worker down, requests fail at once instead of each waiting for a
-// reconnect; the heartbeat recovers the cluster when the worker is back.
+// While the heartbeat sees a worker not answering, requests fail at once instead of each waiting
+// for a reconnect; once it answers again, the next request (or the heartbeat) recovers the cluster.
 Status Engine::recover_or_fail_fast() {
   {
     std::lock_guard lock(health_mu_);
     for (const NodeHealth& h : health_) {
-      if (!h.reachable) return make_error("worker {} is down; the cluster recovers when it is back", h.node);
+      if (!h.answers) return make_error("worker {} is down; the cluster recovers when it is back", h.node);
     }
   }
   return recover();
@@ -288,7 +290,12 @@ Result<std::vector<float>> Engine::run_hops(const model::Batch& batch, std::vect
 }
 
 Status Engine::for_each_remote_seq_op(v1::SeqOpRequest::Op op, int32_t seq, int32_t p0, int32_t dst) {
-  for (Remote& r : remotes_) STRATA_TRY(r.link->seq_op(r.spec.session(), op, seq, p0, dst));
+  for (Remote& r : remotes_) {
+    if (auto s = r.link->seq_op(r.spec.session(), op, seq, p0, dst); !s.ok()) {
+      broken_ = true;  // the caches may disagree now: the next call recovers first
+      return s;
+    }
+  }
   return {};
 }
 

@@ -78,7 +78,8 @@ class Engine {
   // Worker health as the heartbeat last saw it (every 2 s): reachable, and the ping round trip.
   struct NodeHealth {
     std::string node;
-    bool reachable = true;
+    bool reachable = true;  // answers and holds its stage
+    bool answers = true;    // answers pings (it may have restarted and lost its stage)
     double ping_ms = 0;
   };
   std::vector<NodeHealth> node_health() const;

@@ -73,7 +73,14 @@ Framing frame_request(const std::string& buf, const FrontLimits& limits) {
     const std::string_view line(buf.data() + at, eol - at);
     at = eol + 2;
     const size_t colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
+    // Folded lines and space before the colon are read differently by other parsers (request
+    // smuggling behind a proxy): refused, as RFC 9112 allows.
+    if (colon == std::string_view::npos || colon == 0 || line[0] == ' ' || line[0] == '\t' ||
+        line[colon - 1] == ' ' || line[colon - 1] == '\t' || line.find('\n') != std::string_view::npos) {
+      f.kind = Framing::kRefused;
+      f.refusal = canned(400, "Bad Request", "malformed header line");
+      return f;
+    }
     const std::string_view name = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
     if (iequals(name, "content-length")) {
       uint64_t v = 0;
@@ -131,6 +138,7 @@ struct HttpFront::Connection {
   bool started = false;     // the first byte of the next request has arrived
   bool continue_sent = false;
   bool keep = true;         // after serving: the connection stays open
+  bool eof = false;         // the client has sent all it will (closed or half-closed)
   int requests = 0;
 };
 
@@ -278,8 +286,16 @@ bool HttpFront::read_ready(Connection& c) {
   char chunk[16384];
   for (;;) {
     const ssize_t n = ::recv(c.fd, chunk, sizeof chunk, MSG_DONTWAIT);
-    if (n == 0) return false;
+    if (n == 0) {
+      c.eof = true;  // a request already complete is still answered
+      return !c.buf.empty();
+    }
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    if (c.buf.size() + static_cast<size_t>(n) > limits_.max_header_bytes + limits_.max_body_bytes + (64 << 10)) {
+      const std::string big = canned(413, "Payload Too Large", "more request bytes than one request may have");
+      send_all(c.fd, big.data(), big.size(), 100);
+      return false;
+    }
     if (buffered_.load() + static_cast<size_t>(n) > limits_.max_buffered_bytes) {
       const std::string busy = canned(503, "Service Unavailable", "the server holds too many pending requests");
       send_all(c.fd, busy.data(), busy.size(), 100);
@@ -297,11 +313,13 @@ bool HttpFront::read_ready(Connection& c) {
 
 void HttpFront::dispatch(std::unique_ptr<Connection> c) {
   if (is_health_request(c->buf)) {
-    serve(*c);  // cheap, and must answer even when every worker is busy
+    // Cheap, and must answer even when every worker is busy; a client that does not take the answer
+    // at once is dropped rather than allowed to hold up the poll thread.
+    serve(*c, 0);
     if (!c->keep) return close_connection(std::move(c));
-    c->started = !c->buf.empty();
-    c->deadline = Clock::now() + std::chrono::milliseconds(c->started ? limits_.header_timeout_ms : limits_.idle_timeout_ms);
-    waiting_.push_back(std::move(c));
+    std::lock_guard lock(mu_);
+    returned_.push_back(std::move(c));  // framed again next round: it may hold the next request
+    wake();
     return;
   }
   {
@@ -351,8 +369,8 @@ void HttpFront::poll_loop() {
         close_connection(std::move(c));
       } else if (f.kind == Framing::kComplete) {
         dispatch(std::move(c));
-      } else if (Clock::now() >= c->deadline) {
-        close_connection(std::move(c));  // too slow, or idle too long
+      } else if (c->eof || Clock::now() >= c->deadline) {
+        close_connection(std::move(c));  // gone with an incomplete request, too slow, or idle too long
       } else {
         if (f.expects_continue && !c->continue_sent && f.header_end > 0) {
           // The client waits for this before it sends the body we wait for.
@@ -371,18 +389,22 @@ void HttpFront::poll_loop() {
   returned_.clear();
 }
 
-void HttpFront::serve(Connection& c) {
-  FrontStream stream(c, limits_.write_timeout_ms);
+void HttpFront::serve(Connection& c, int write_timeout_ms) {
+  FrontStream stream(c, write_timeout_ms);
   current_connection = &c;
   const bool last = stopping_.load() || ++c.requests >= kKeepAliveMaxRequests;
   bool closed = false;
-  // Range requests are not served (a Range header with thousands of ranges would multiply a page).
-  const bool ok = process_request(stream, last, closed, [](httplib::Request& req) { req.ranges.clear(); });
+  // Range requests are not served (a Range header with thousands of ranges would multiply a page);
+  // a 100 Continue was already sent by the poll thread when one was asked for.
+  const bool ok = process_request(stream, last, closed, [](httplib::Request& req) {
+    req.ranges.clear();
+    req.headers.erase("Expect");
+  });
   current_connection = nullptr;
   buffered_ -= stream.consumed();
   c.buf.erase(0, stream.consumed());
   c.continue_sent = false;
-  c.keep = ok && !closed && !last && !stream.failed();
+  c.keep = ok && !closed && !last && !stream.failed() && !c.eof;
 }
 
 void HttpFront::worker_loop() {
@@ -396,7 +418,12 @@ void HttpFront::worker_loop() {
       ready_.pop_front();
       active_.push_back(c.get());
     }
-    serve(*c);
+    try {
+      serve(*c, limits_.write_timeout_ms);
+    } catch (const std::exception& e) {
+      spdlog::error("server: request failed: {}", e.what());
+      c->keep = false;
+    }
     std::lock_guard lock(mu_);
     active_.erase(std::find(active_.begin(), active_.end(), c.get()));
     if (c->keep && !stopping_.load()) {

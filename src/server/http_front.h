@@ -58,7 +58,7 @@ class HttpFront : public httplib::Server {
   // Reads what a connection has; true when it still waits for more.
   bool read_ready(Connection& c);
   void dispatch(std::unique_ptr<Connection> c);
-  void serve(Connection& c);
+  void serve(Connection& c, int write_timeout_ms);
   void close_connection(std::unique_ptr<Connection> c);
   void wake();
 

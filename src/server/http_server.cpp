@@ -74,11 +74,12 @@ std::optional<ApiError> check_prompt_size(const text::Vocab& vocab, const std::s
 class BigPromptTurn {
  public:
   explicit BigPromptTurn(size_t bytes) : big_(bytes > (size_t{1} << 20)) {
-    if (big_) turn().acquire();
+    if (big_) got_ = turn().try_acquire_for(std::chrono::seconds(30));
   }
   ~BigPromptTurn() {
-    if (big_) turn().release();
+    if (got_) turn().release();
   }
+  bool ok() const { return !big_ || got_; }
 
  private:
   static std::binary_semaphore& turn() {
@@ -86,6 +87,7 @@ class BigPromptTurn {
     return s;
   }
   bool big_;
+  bool got_ = false;
 };
 
 // Everything the handlers share once the model is ready.
@@ -165,6 +167,13 @@ class Api {
     {
       // Tokenizing costs memory in proportion to the text: big prompts take turns.
       BigPromptTurn turn(prompt_text.size());
+      if (!turn.ok()) {
+        ApiError e;
+        e.status = 503;
+        e.type = "unavailable_error";
+        e.message = "the server is busy with other large prompts; try again";
+        return send_error(res, e);
+      }
       req.generation.prompt = r->engine->vocab().tokenize(prompt_text, true, true);
     }
     auto submitted = r->scheduler->submit(req.generation);
@@ -184,6 +193,7 @@ class Api {
         if (!c.done && HttpFront::client_gone()) {
           job->cancel();  // nobody is waiting for the answer any more
           metrics_.request_failed();
+          res.status = 499;  // nginx's "client closed request"; nobody will read it
           return;
         }
         text += c.text;
@@ -271,6 +281,8 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   limits.worker_threads = options.http_threads;
   HttpFront http(limits);
   http.set_payload_max_length(limits.max_body_bytes);
+  http.set_keep_alive_max_count(100000);  // what the Keep-Alive response header announces
+  http.set_keep_alive_timeout(limits.idle_timeout_ms / 1000);
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     ApiError err;
     err.status = 500;

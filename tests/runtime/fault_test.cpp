@@ -205,13 +205,13 @@ TEST_F(WorkerInputs, stage_with_an_unknown_model_hash_is_refused) {
   auto prepare = [&](const v1::StageSpec& sp, v1::PrepareReply* reply) {
     grpc::ClientContext ctx;
     net::authorize(ctx, cluster_->token());
-    return stub()->PrepareStage(&ctx, sp, reply);
+    return net::call_one(&v1::Worker::Stub::PrepareStage, *stub(), ctx, sp, reply);
   };
   auto load = [&](const v1::StageSpec& sp) {
     grpc::ClientContext ctx;
     net::authorize(ctx, cluster_->token());
     v1::LoadReply loaded;
-    return stub()->LoadStage(&ctx, sp, &loaded);
+    return net::call_one(&v1::Worker::Stub::LoadStage, *stub(), ctx, sp, &loaded);
   };
 
   // The worker announces the hash of its copy, and the spec under that hash needs nothing.

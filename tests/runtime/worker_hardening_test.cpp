@@ -137,8 +137,11 @@ TEST_F(WorkerHardening, item1_continued_hop_on_an_empty_sequence_is_refused) {
 
 TEST_F(WorkerHardening, item4_oversized_or_unauthenticated_messages_are_not_buffered) {
   const uint64_t before = peak_rss(worker_.pid());
-  // A 64 MiB unary message: refused by size, not read into memory first.
-  grpc::GenericStub generic(*net::make_channel(worker_.endpoint(), {}));
+  // A 64 MiB message sent as a unary call with a wrong token: refused before it is read (the
+  // attacker's channel has no send limit of its own, so the refusal comes from the worker).
+  grpc::ChannelArguments unlimited;
+  unlimited.SetMaxSendMessageSize(-1);
+  grpc::GenericStub generic(grpc::CreateCustomChannel(worker_.endpoint(), grpc::InsecureChannelCredentials(), unlimited));
   grpc::ClientContext ctx;
   authorize(ctx, "wrong-token");
   const std::string big(64 << 20, 'x');
@@ -157,7 +160,7 @@ TEST_F(WorkerHardening, item4_oversized_or_unauthenticated_messages_are_not_buff
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return done; });
   }
-  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED) << st.error_message();
   // A streamed Forward of 64 MiB with a wrong token: refused before any message is read.
   v1::ForwardRequest head;
   head.mutable_hop()->set_session("s");
@@ -171,6 +174,17 @@ TEST_F(WorkerHardening, item4_oversized_or_unauthenticated_messages_are_not_buff
   const uint64_t after = peak_rss(worker_.pid());
   EXPECT_LT(after - before, uint64_t{32} << 20) << "the worker's peak memory grew by " << ((after - before) >> 20)
                                                   << " MiB for messages it refused";
+  // With the token, a message over the receive limit is refused too.
+  grpc::ClientContext ctx3;
+  authorize(ctx3);
+  v1::StageSpec huge_spec;
+  huge_spec.set_metadata(std::string(16 << 20, 'x'));
+  v1::PrepareReply prepared;
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(-1);
+  auto open_stub = v1::Worker::NewStub(grpc::CreateCustomChannel(worker_.endpoint(), grpc::InsecureChannelCredentials(), args));
+  st = net::call_one(&v1::Worker::Stub::PrepareStage, *open_stub, ctx3, huge_spec, &prepared);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
   expect_still_serving();
 }
 
@@ -188,15 +202,27 @@ TEST_F(WorkerHardening, item5_stage_sizes_cannot_wrap_through_repeated_tensors) 
   grpc::ClientContext ctx;
   authorize(ctx);
   v1::PrepareReply reply;
-  grpc::Status st = stub()->PrepareStage(&ctx, s, &reply);
+  grpc::Status st = net::call_one(&v1::Worker::Stub::PrepareStage, *stub(), ctx, s, &reply);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
   EXPECT_NE(st.error_message().find("listed twice"), std::string::npos) << st.error_message();
+  // 4096 distinct tensors of 2^52 bytes: the sum saturates instead of wrapping to 0.
+  s.clear_stage_tensors();
+  for (int i = 0; i < 4096; ++i) {
+    v1::TensorSpec* t = s.add_all_tensors();
+    *t = *huge;
+    t->set_name("huge." + std::to_string(i));
+    s.add_stage_tensors(t->name());
+  }
+  grpc::ClientContext ctx3;
+  authorize(ctx3);
+  st = net::call_one(&v1::Worker::Stub::PrepareStage, *stub(), ctx3, s, &reply);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
   // Listed once, it is simply too big for this machine.
   s.clear_stage_tensors();
   s.add_stage_tensors("huge.weight");
   grpc::ClientContext ctx2;
   authorize(ctx2);
-  st = stub()->PrepareStage(&ctx2, s, &reply);
+  st = net::call_one(&v1::Worker::Stub::PrepareStage, *stub(), ctx2, s, &reply);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
   expect_still_serving();
 }
@@ -206,7 +232,7 @@ TEST_F(WorkerHardening, item6_an_interrupted_tensor_push_does_not_block_the_retr
   grpc::ClientContext prep;
   authorize(prep);
   v1::PrepareReply prepared;
-  ASSERT_TRUE(stub()->PrepareStage(&prep, s, &prepared).ok());
+  ASSERT_TRUE(net::call_one(&v1::Worker::Stub::PrepareStage, *stub(), prep, s, &prepared).ok());
   ASSERT_GT(prepared.missing_size(), 0);
   const gguf::TensorInfo* t = model_->file().find_tensor(prepared.missing(0));
   ASSERT_TRUE(t && t->nbytes > 2);
@@ -242,7 +268,7 @@ TEST_F(WorkerHardening, item12_sessions_are_bounded) {
     grpc::ClientContext ctx;
     authorize(ctx);
     v1::PrepareReply reply;
-    grpc::Status st = stub()->PrepareStage(&ctx, s, &reply);
+    grpc::Status st = net::call_one(&v1::Worker::Stub::PrepareStage, *stub(), ctx, s, &reply);
     if (i < 2) {
       EXPECT_TRUE(st.ok()) << st.error_message();
     } else {
@@ -254,7 +280,7 @@ TEST_F(WorkerHardening, item12_sessions_are_bounded) {
   grpc::ClientContext ctx;
   authorize(ctx);
   v1::PrepareReply reply;
-  EXPECT_TRUE(stub()->PrepareStage(&ctx, again, &reply).ok());
+  EXPECT_TRUE(net::call_one(&v1::Worker::Stub::PrepareStage, *stub(), ctx, again, &reply).ok());
   expect_still_serving();
 }
 
