@@ -190,17 +190,8 @@ TEST_F(WorkerInputs, stage_with_an_unknown_model_hash_is_refused) {
 
   auto model = model::Model::open(model_path);
   ASSERT_TRUE(model.ok());
-  std::vector<plan::Node> nodes = {plan::local_node(1), plan::worker_node(endpoint_, uint64_t{1} << 34, 1)};
-  plan::Request req;
-  req.n_ctx = 64;
-  req.n_batch = 16;
-  req.tensor_split = {1};
-  auto p = plan::make_plan(**model, nodes, req);
-  ASSERT_TRUE(p.ok()) << p.error().message;
-  auto sha = net::file_sha256(model_path, "");
-  auto metadata = net::metadata_image((*model)->file());
-  ASSERT_TRUE(sha.ok() && metadata.ok());
-  v1::StageSpec spec = net::make_stage_spec(**model, *p, 1, "known", *sha, *metadata, req, 1);
+  v1::StageSpec spec = testing::whole_model_spec(**model, model_path, endpoint_, "known");
+  const std::string sha = spec.model_sha256();
   ASSERT_GT(spec.stage_tensors_size(), 0);
   auto prepare = [&](const v1::StageSpec& sp, v1::PrepareReply* reply) {
     grpc::ClientContext ctx;
@@ -216,13 +207,13 @@ TEST_F(WorkerInputs, stage_with_an_unknown_model_hash_is_refused) {
 
   // The worker announces the hash of its copy, and the spec under that hash needs nothing.
   const std::string unknown(64, '0');
-  ASSERT_NE(*sha, unknown);
+  ASSERT_NE(sha, unknown);
   {
     auto link = net::RemoteNode::connect(endpoint_, {cluster_->token(), "", "", ""}, 5000);
     ASSERT_TRUE(link.ok());
     auto facts = (*link)->hello();
     ASSERT_TRUE(facts.ok()) << facts.error().message;
-    EXPECT_NE(std::find(facts->model_sha256.begin(), facts->model_sha256.end(), *sha), facts->model_sha256.end());
+    EXPECT_NE(std::find(facts->model_sha256.begin(), facts->model_sha256.end(), sha), facts->model_sha256.end());
     EXPECT_EQ(std::find(facts->model_sha256.begin(), facts->model_sha256.end(), unknown), facts->model_sha256.end());
   }
   v1::PrepareReply known;
@@ -255,7 +246,7 @@ TEST_F(WorkerInputs, stage_with_an_unknown_model_hash_is_refused) {
   EXPECT_NE(s.error_message().find("model_sha256"), std::string::npos) << s.error_message();
   // LoadStage for a session never prepared.
   spec.set_session("never-prepared");
-  spec.set_model_sha256(*sha);
+  spec.set_model_sha256(sha);
   s = load(spec);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
   expect_still_serving();

@@ -14,6 +14,7 @@
 #include "net/remote_node.h"
 #include "net/stage_spec.h"
 #include "runtime/local_workers.h"
+#include "testing/cluster.h"
 #include "testing/shared_data.h"
 
 namespace strata {
@@ -60,16 +61,7 @@ class WorkerHardening : public ::testing::Test {
     auto model = model::Model::open(path);
     EXPECT_TRUE(model.ok());
     model_ = *model;
-    std::vector<plan::Node> nodes = {plan::local_node(1), plan::worker_node(worker_.endpoint(), uint64_t{1} << 34, 1)};
-    plan::Request req;
-    req.n_ctx = 64;
-    req.n_batch = 16;
-    req.tensor_split = {1};
-    auto p = plan::make_plan(*model_, nodes, req);
-    EXPECT_TRUE(p.ok()) << p.error().message;
-    auto sha = net::file_sha256(path, "");
-    auto metadata = net::metadata_image(model_->file());
-    return net::make_stage_spec(*model_, *p, 1, session, *sha, *metadata, req, 1);
+    return testing::whole_model_spec(*model_, path, worker_.endpoint(), session);
   }
   std::unique_ptr<net::RemoteNode> link() {
     auto l = net::RemoteNode::connect(worker_.endpoint(), {kToken, "", "", ""}, 10000);

@@ -29,17 +29,7 @@ TEST(Worker, refuses_a_non_loopback_address_without_a_token) {
 void load_and_vanish(const std::string& endpoint, const std::string& token, const std::string& model_path) {
   auto model = model::Model::open(model_path);
   ASSERT_TRUE(model.ok());
-  std::vector<plan::Node> nodes = {plan::local_node(1), plan::worker_node(endpoint, uint64_t{1} << 34, 1)};
-  plan::Request req;
-  req.n_ctx = 64;
-  req.n_batch = 16;
-  req.tensor_split = {1};
-  auto p = plan::make_plan(**model, nodes, req);
-  ASSERT_TRUE(p.ok()) << p.error().message;
-  auto sha = net::file_sha256(model_path, "");
-  auto metadata = net::metadata_image((*model)->file());
-  ASSERT_TRUE(sha.ok() && metadata.ok());
-  const v1::StageSpec spec = net::make_stage_spec(**model, *p, 1, "vanishing", *sha, *metadata, req, 1);
+  const v1::StageSpec spec = testing::whole_model_spec(**model, model_path, endpoint, "vanishing");
   auto link = net::RemoteNode::connect(endpoint, {token, "", "", ""}, 5000);
   ASSERT_TRUE(link.ok());
   auto sent = (*link)->load(spec, (*model)->file(), nullptr);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "runtime/local_workers.h"
+#include "server/serve_process.h"
 #include "testing/process.h"
 #include "testing/shared_data.h"
 
@@ -20,48 +21,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::ChildProcess;
 
-const fs::path kTmp = fs::temp_directory_path() / "strata-server-tests";
+const fs::path kTmp = testing::server_tmp_dir();
 
-// A `strata serve` child process, ready to take requests.
-class Server {
- public:
-  explicit Server(std::vector<std::string> args, const std::string& name) : name_(name) {
-    fs::create_directories(kTmp);
-    ready_ = (kTmp / (name + ".ready")).string();
-    log_ = (kTmp / (name + ".log")).string();
-    fs::remove(ready_);
-    std::vector<std::string> argv = {testing::strata_binary(), "serve", "--port", "0", "--ready-file", ready_};
-    argv.insert(argv.end(), args.begin(), args.end());
-    started_ = ChildProcess::start(argv, log_, process_);
-    ok_ = started_ && process_.wait_for_file(ready_, 120000);
-    if (ok_) {
-      std::ifstream in(ready_);
-      std::string endpoint;
-      in >> endpoint;
-      host_ = endpoint.substr(0, endpoint.rfind(':'));
-      port_ = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
-    }
-  }
-  // SIGTERM must end the server (and its local workers) with status 0.
-  ~Server() {
-    if (started_) testing::expect_clean_exit(process_.stop(), "strata serve (" + name_ + ")", log_);
-  }
-  bool ok() const { return ok_; }
-  std::string log() const { return testing::read_text_file(log_); }
-  std::string url() const { return "http://" + host_ + ":" + std::to_string(port_); }
-  httplib::Client client() const {
-    httplib::Client c(host_, port_);
-    c.set_read_timeout(120, 0);
-    return c;
-  }
-  ChildProcess& process() { return process_; }
-
- private:
-  ChildProcess process_;
-  std::string name_, ready_, log_, host_;
-  int port_ = 0;
-  bool started_ = false, ok_ = false;
-};
+using Server = testing::ServeProcess;
 
 std::string model_path() { return testing::shared_file("models/stories260K.gguf"); }
 

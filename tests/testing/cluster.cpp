@@ -1,10 +1,13 @@
 #include "testing/cluster.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 
+#include "net/model_identity.h"
+#include "net/stage_spec.h"
 #include "runtime/generate.h"
 #include "testing/process.h"
 #include "testing/shared_data.h"
@@ -111,6 +114,22 @@ std::vector<float> run_reference(runtime::Engine& engine, const std::vector<int3
     all.insert(all.end(), next->begin(), next->end());
   }
   return all;
+}
+
+v1::StageSpec whole_model_spec(const model::Model& model, const std::string& model_path, const std::string& endpoint,
+                               const std::string& session) {
+  std::vector<plan::Node> nodes = {plan::local_node(1), plan::worker_node(endpoint, uint64_t{1} << 34, 1)};
+  plan::Request req;
+  req.n_ctx = 64;
+  req.n_batch = 16;
+  req.tensor_split = {1};
+  auto p = plan::make_plan(model, nodes, req);
+  EXPECT_TRUE(p.ok()) << p.error().message;
+  auto sha = net::file_sha256(model_path, "");
+  auto metadata = net::metadata_image(model.file());
+  EXPECT_TRUE(sha.ok() && metadata.ok());
+  if (!p.ok() || !sha.ok() || !metadata.ok()) return {};
+  return net::make_stage_spec(model, *p, 1, session, *sha, *metadata, req, 1);
 }
 
 }  // namespace strata::testing

@@ -7,6 +7,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/local_workers.h"
+#include "strata.pb.h"
 
 namespace strata::testing {
 
@@ -33,6 +34,11 @@ class TestCluster {
   std::string root_, token_, token_file_, error_;
   std::vector<runtime::WorkerProcess> workers_;
 };
+
+// The spec a coordinator would send for the whole of `model` (from `model_path`) on the one worker at
+// `endpoint`, with a 64-token context and batches of 16: for tests that talk to a worker by hand.
+v1::StageSpec whole_model_spec(const model::Model& model, const std::string& model_path, const std::string& endpoint,
+                               const std::string& session);
 
 // Engine options for a model over these workers.
 runtime::EngineOptions cluster_options(const std::string& model, const TestCluster& cluster, int32_t n_ctx = 256);
