@@ -172,6 +172,24 @@ Result<Value> py_replace(Interp& in, std::string_view s, std::string_view old, s
   return in.make_string(std::move(out), true);
 }
 
+// The list of the substrings [b, e) of s that `run(add)` reports (reversed when asked): counted
+// first, so that the budget refuses before anything is built, then built.
+template <typename Run>
+Result<Value> substrings(Interp& in, std::string_view s, const Run& run, bool reverse) {
+  size_t parts = 0, bytes = 0;
+  run([&](size_t b, size_t e) {
+    ++parts;
+    bytes += e - b;
+  });
+  STRATA_TRY(in.reserve_list(parts));
+  STRATA_TRY(in.reserve_strings(parts, bytes));
+  std::vector<Value> items;
+  items.reserve(parts);
+  run([&](size_t b, size_t e) { items.push_back(Value::string(std::string(s.substr(b, e - b)))); });
+  if (reverse) std::reverse(items.begin(), items.end());
+  return in.make_list(std::move(items), true);
+}
+
 Result<Value> py_split(Interp& in, std::string_view s, const Value& sep, int64_t maxsplit, bool from_right) {
   const bool by_space = sep.is_none() || sep.is_undefined();
   if (!by_space && !sep.is_string()) return make_error("split: the separator must be a string");
@@ -189,18 +207,7 @@ Result<Value> py_split(Interp& in, std::string_view s, const Value& sep, int64_t
     if (!from_right) return split_sep(s, sep.str(), maxsplit, add);
     split_sep(rev_s, rev_sep, maxsplit, [&](size_t b, size_t e) { add(s.size() - e, s.size() - b); });
   };
-  size_t parts = 0, bytes = 0;
-  run([&](size_t b, size_t e) {
-    ++parts;
-    bytes += e - b;
-  });
-  STRATA_TRY(in.reserve_list(parts));
-  STRATA_TRY(in.reserve_strings(parts, bytes));
-  std::vector<Value> items;
-  items.reserve(parts);
-  run([&](size_t b, size_t e) { items.push_back(Value::string(std::string(s.substr(b, e - b)))); });
-  if (from_right) std::reverse(items.begin(), items.end());
-  return in.make_list(std::move(items), true);
+  return substrings(in, s, run, from_right);
 }
 
 Result<Value> py_splitlines(Interp& in, std::string_view s) {
@@ -216,17 +223,7 @@ Result<Value> py_splitlines(Interp& in, std::string_view s) {
     }
     if (start < s.size()) add(start, s.size());
   };
-  size_t parts = 0, bytes = 0;
-  run([&](size_t b, size_t e) {
-    ++parts;
-    bytes += e - b;
-  });
-  STRATA_TRY(in.reserve_list(parts));
-  STRATA_TRY(in.reserve_strings(parts, bytes));
-  std::vector<Value> lines;
-  lines.reserve(parts);
-  run([&](size_t b, size_t e) { lines.push_back(Value::string(std::string(s.substr(b, e - b)))); });
-  return in.make_list(std::move(lines), true);
+  return substrings(in, s, run, false);
 }
 
 Result<Value> py_join(Interp& in, std::string_view sep, const std::vector<Value>& items, const Value& attribute,

@@ -76,26 +76,23 @@ TEST(Worker, maps_its_own_copy_of_the_model_and_receives_no_weights) {
   ASSERT_TRUE(w.ok()) << w.error().message << testing::log_tail(s.log_path);
   // The first start of a model the worker has no copy of sends its weights: bytes_sent counts them.
   STRATA_SHARED_FILE(other, "models/stories260K.gguf");
-  {
+  auto load_on_worker = [&](const std::string& path) {
     runtime::EngineOptions o;
-    o.model_path = other;
+    o.model_path = path;
     o.n_ctx = 128;
     o.n_threads = 1;
     o.cluster.workers = {w->endpoint()};
     o.cluster.tensor_split = {1};
-    auto e = runtime::Engine::load(o);
+    return runtime::Engine::load(o);
+  };
+  {
+    auto e = load_on_worker(other);
     ASSERT_TRUE(e.ok()) << e.error().message;
     ASSERT_EQ((*e)->loads().size(), 1u);
     EXPECT_GT((*e)->loads()[0].bytes_sent, 0u) << "a model the worker lacks must be sent";
   }
   // The first start of the model it has a copy of sends nothing.
-  runtime::EngineOptions o;
-  o.model_path = model;
-  o.n_ctx = 128;
-  o.n_threads = 1;
-  o.cluster.workers = {w->endpoint()};
-  o.cluster.tensor_split = {1};
-  auto e = runtime::Engine::load(o);
+  auto e = load_on_worker(model);
   ASSERT_TRUE(e.ok()) << e.error().message;
   ASSERT_EQ((*e)->loads().size(), 1u);
   EXPECT_EQ((*e)->loads()[0].bytes_sent, 0u);
