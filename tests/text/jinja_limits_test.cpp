@@ -261,7 +261,7 @@ const char* const kSearches[] = {
     "{{ h.replace(n, 'x') }}", "{{ h | replace(n, 'x') }}",
 };
 
-TEST(JinjaBudget, QuadraticSubstringSearchesHitTheStepLimit) {
+TEST(JinjaBudget, item8_quadratic_substring_searches_hit_the_step_limit) {
   RenderOptions small;
   small.limits.max_steps = 10000;  // less than the bytes searched / 64
   for (const char* source : kSearches) {
@@ -278,7 +278,7 @@ TEST(JinjaBudget, QuadraticSubstringSearchesHitTheStepLimit) {
   }
 }
 
-TEST(JinjaBudget, SubstringSearchesOnLongStringsAreLinear) {
+TEST(JinjaBudget, item8_substring_searches_on_long_strings_are_linear) {
   const Vars vars = quadratic_search_vars();
   EXPECT_EQ(render_with("{{ n in h }} {{ h.count(n) }} {{ h.find(n) }} {{ h.rfind(n) }} {{ h.split(n) | length }} "
                         "{{ h.rsplit(n) | length }} {{ h.replace(n, 'x') | length }} {{ h.startswith(n) }}",
@@ -290,7 +290,7 @@ TEST(JinjaBudget, SubstringSearchesOnLongStringsAreLinear) {
 
 // Every list builtin does work proportional to the list (n log n for sorting); 200 000 elements at
 // one step each are over a limit of 100 000 steps.
-TEST(JinjaBudget, ListBuiltinsAreChargedPerElement) {
+TEST(JinjaBudget, item8_list_builtins_are_charged_per_element) {
   std::vector<Value> items;
   for (int i = 0; i < 200000; ++i) items.push_back(Value::integer(i % 1000));
   const Vars vars = {{"l", Value::list(std::move(items))}};
@@ -313,7 +313,7 @@ TEST(JinjaBudget, ListBuiltinsAreChargedPerElement) {
   EXPECT_GE(stats.steps, 200000 * 17);  // 17 = bit width of 200 000, about log2 n
 }
 
-TEST(JinjaBudget, BuildersRefuseBeforeAllocating) {
+TEST(JinjaBudget, item8_builders_refuse_before_allocating) {
   const long rss_before = peak_rss_kib();
   const Vars vars = {{"h", Value::string(std::string(4000000, 'a'))}, {"nl", Value::string(std::string(100000, '\n'))}};
   // Sizes are computed before anything is built, so the error can name the whole would-be size.
@@ -340,7 +340,7 @@ TEST(JinjaBudget, BuildersRefuseBeforeAllocating) {
 }
 
 // Many allocations, each well within the size limits, add up to more than the memory budget.
-TEST(JinjaBudget, TheMemoryBudgetCoversEveryAllocation) {
+TEST(JinjaBudget, item8_the_memory_budget_covers_every_allocation) {
   EXPECT_ERROR_MENTIONS(error_of("{% for i in range(200) %}{% set x = 'y' * 1000000 %}{% endfor %}done"),
                         "memory budget");
   std::vector<Value> items;
@@ -379,7 +379,7 @@ std::shared_ptr<const gguf::File> gguf_with_template(const std::string& source) 
   return file.value();
 }
 
-TEST(JinjaBudget, LoadingTestRendersTheTemplateAndFallsBackWhenItIsOverTheBudget) {
+TEST(JinjaBudget, item8_loading_test_renders_and_falls_back_to_chatml_over_the_budget) {
   const std::string hostile[] = {
       "{% for i in range(100) %}{% set x = 'y' * 10000000 %}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}",
       "{% for i in range(100000000) %}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}",
@@ -419,7 +419,7 @@ TEST(JinjaBudget, LoadingTestRendersTheTemplateAndFallsBackWhenItIsOverTheBudget
 
 // The budgets leave real templates plenty of room: the Qwen3 template on a long conversation (100 turns,
 // 800 KB, with reasoning and tools) uses a fraction of them.
-TEST(JinjaBudget, RealTemplatesRenderLongConversationsWellWithinTheBudget) {
+TEST(JinjaBudget, real_templates_render_long_conversations_well_within_the_budget) {
   STRATA_SHARED_FILE(path, "models/vocab/ggml-vocab-qwen3.gguf");
   auto file = gguf::File::open(path);
   ASSERT_TRUE(file.ok()) << file.error().message;
