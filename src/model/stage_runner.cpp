@@ -57,6 +57,14 @@ Status StageRunner::validate(const Batch& b, bool check_tokens, bool again) cons
     for (int64_t i = 0; i < n; ++i) {
       if (b.seq[i] >= 0 && b.seq[i] < n_seq) --next[b.seq[i]];
     }
+    // Without this check a repeat of rows that never ran here would expect negative positions, and
+    // a batch that supplies them would write the cache before its start.
+    for (int32_t s = 0; s < n_seq; ++s) {
+      if (next[s] < 0) {
+        return make_error("the batch repeats {} rows of sequence {}, which has only {} positions here",
+                          kv_.n_past(s) - next[s], s, kv_.n_past(s));
+      }
+    }
   }
   const int32_t n_vocab = model_->hparams().n_vocab;
   for (int64_t i = 0; i < n; ++i) {
@@ -64,6 +72,7 @@ Status StageRunner::validate(const Batch& b, bool check_tokens, bool again) cons
       return make_error("token id {} out of range [0, {})", b.tokens[i], n_vocab);
     }
     if (b.seq[i] < 0 || b.seq[i] >= n_seq) return make_error("sequence {} out of range [0, {})", b.seq[i], n_seq);
+    if (b.pos[i] < 0) return make_error("negative position {}", b.pos[i]);
     if (b.pos[i] != next[b.seq[i]]) {
       return make_error("sequence {} expects position {}, got {}", b.seq[i], next[b.seq[i]], b.pos[i]);
     }
