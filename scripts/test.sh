@@ -5,7 +5,8 @@
 # Tests read ../shared (models, golden outputs). Each phase prints how long it took.
 # Usage: scripts/test.sh [--no-sanitize] [ctest args...]
 #   --no-sanitize: only the optimized build and its tests (no ASan/UBSan, TSan or fuzz runs).
-#   FUZZ_CI_RUNS: inputs per fuzz harness (default 20000).
+#   FUZZ_CI_RUNS, FUZZ_CI_SECONDS: inputs per fuzz harness (default 20000), at most that many seconds
+#   each (default 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sanitize=1
@@ -47,6 +48,6 @@ if [ "$sanitize" = 1 ]; then
   phase "TSan tests"
 
   # The fuzz harnesses, briefly, on the seeds (scripts/fuzz.sh with a larger count fuzzes for real).
-  FUZZ_NICE=0 bash scripts/fuzz.sh "${FUZZ_CI_RUNS:-20000}"
+  FUZZ_NICE=0 FUZZ_ARGS="-max_total_time=${FUZZ_CI_SECONDS:-30}" bash scripts/fuzz.sh "${FUZZ_CI_RUNS:-20000}"
   phase "fuzz build and runs"
 fi
