@@ -103,6 +103,10 @@ bool write_model_seeds(const fs::path& out) {
       again.mutable_hop()->set_again(true);
       *again.add_next() = again.hop();
       ok &= write_seed(worker, "forward-again", 1, again);
+      // The repeat of a row that never ran here, at position -1 (it used to reach the KV cache).
+      auto unrun = forward(E, n_layer, {{0, -1}}, true, 0);
+      unrun.mutable_hop()->set_again(true);
+      ok &= write_seed(worker, "forward-again-unrun", 1, unrun);
     }
   }
   return ok;
