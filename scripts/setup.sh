@@ -11,7 +11,9 @@ PACKAGES=(
   libssl-dev libcpp-httplib-dev libicu-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   openssl chromium
+  clang libclang-rt-14-dev
 )
+# clang and its compiler-rt (libFuzzer, sanitizer runtimes) build the fuzz harnesses (scripts/fuzz.sh).
 # The server tests drive Strata with the official openai npm client and a headless browser.
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
 

@@ -4,6 +4,9 @@
 #include <fstream>
 #include <optional>
 #include <thread>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 namespace strata {
 namespace {
@@ -64,13 +67,22 @@ std::vector<std::string> cpu_features() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2")) out.push_back("avx2");
   if (__builtin_cpu_supports("fma")) out.push_back("fma");
-  if (__builtin_cpu_supports("f16c")) out.push_back("f16c");
+  if (cpu_has_f16c()) out.push_back("f16c");
   if (__builtin_cpu_supports("avx512f")) out.push_back("avx512f");
   if (__builtin_cpu_supports("avx512bw")) out.push_back("avx512bw");
   if (__builtin_cpu_supports("avx512vl")) out.push_back("avx512vl");
   if (__builtin_cpu_supports("avx512vnni")) out.push_back("avx512_vnni");
 #endif
   return out;
+}
+
+bool cpu_has_f16c() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+#else
+  return false;
+#endif
 }
 
 int32_t hardware_threads() { return std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency())); }

@@ -20,6 +20,9 @@ MemoryFacts read_memory_facts(const std::string& cgroup_root = "/sys/fs/cgroup",
 
 // CPU features relevant to the kernels, e.g. {"avx2", "fma", "f16c", "avx512f", "avx512_vnni"}.
 std::vector<std::string> cpu_features();
+// F16C (half <-> float conversion). Asked through CPUID: clang's __builtin_cpu_supports does not know
+// "f16c" before clang 16.
+bool cpu_has_f16c();
 
 int32_t hardware_threads();
 

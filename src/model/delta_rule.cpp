@@ -23,7 +23,18 @@ namespace {
 
 // Built for AVX-512, AVX2 and the baseline, picked at load time: the same operations in the same
 // order in every build (no FMA contraction), only wider, so results do not depend on the machine.
+// Under ThreadSanitizer the clones' ifunc resolver is instrumented too and crashes when the loader
+// runs it, before the TSan runtime is up; TSan builds get the baseline only.
+#if defined(__SANITIZE_THREAD__)
+#define STRATA_VECTOR_CLONES
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define STRATA_VECTOR_CLONES
+#endif
+#endif
+#ifndef STRATA_VECTOR_CLONES
 #define STRATA_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 
 STRATA_VECTOR_CLONES
 void delta_rule_tokens(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state) {

@@ -73,7 +73,8 @@ Status StageRunner::validate(const Batch& b, bool check_tokens, bool again) cons
     if (check_tokens && (b.tokens[i] < 0 || b.tokens[i] >= n_vocab)) {
       return make_error("token id {} out of range [0, {})", b.tokens[i], n_vocab);
     }
-    if (b.pos[i] < 0 || b.pos[i] != next[b.seq[i]]) {
+    if (b.pos[i] < 0) return make_error("negative position {}", b.pos[i]);
+    if (b.pos[i] != next[b.seq[i]]) {
       return make_error("sequence {} expects position {}, got {}", b.seq[i], next[b.seq[i]], b.pos[i]);
     }
     if (b.pos[i] >= config_.n_ctx_per_seq) {

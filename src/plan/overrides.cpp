@@ -4,7 +4,9 @@
 #include <algorithm>
 // GCC 12 reports a false -Wmaybe-uninitialized inside <regex>'s std::function states at -O2 (GCC bug
 // 105562); the warning is about the library's code, not this file's.
+#ifndef __clang__  // clang has no such warning (and warns about the unknown name)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <regex>
 #include <set>
 #include <tuple>

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/system.h"
 #include "tensor/blocks.h"
 
 namespace strata::tensor {
@@ -13,7 +14,7 @@ bool cpu_has_avx2() {
   static const bool has = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+           cpu_has_f16c();
   }();
   return has;
 }

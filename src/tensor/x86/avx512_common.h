@@ -4,7 +4,9 @@
 // fixed in 13); the diagnostic is attributed to the header, so it is silenced before including it.
 #pragma once
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#ifndef __clang__  // clang has no such warning (and warns about the unknown name)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstdint>
