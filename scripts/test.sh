@@ -21,9 +21,24 @@ phase() {  # phase <name>: how long the phase that just ended took
   phase_start=$now
 }
 
+# run_tests DIR [ctest args...]: ctest, then how many tests were skipped and why (GTEST_SKIP's message).
+run_tests() {
+  local dir=$1 log
+  shift
+  log=$(mktemp)
+  ctest --test-dir "$dir" --output-on-failure "$@" | tee "$log"
+  local skipped
+  skipped=$(grep -E '^\s*[0-9]+ - .* \(Skipped\)' "$log" | sed -E 's/^\s*[0-9]+ - (.*) \(Skipped\)/\1/' || true)
+  echo "test.sh: $dir: $(printf '%s' "$skipped" | grep -c . || true) test(s) skipped"
+  for t in $skipped; do
+    echo "  $t: $(ctest --test-dir "$dir" -R "^$t\$" -V 2>&1 | grep -m1 -iE 'skipped|skip' | sed -E 's/^[0-9]+: //')"
+  done
+  rm -f "$log"
+}
+
 bash scripts/setup.sh build
 phase "release build"
-ctest --test-dir build --output-on-failure -j"$jobs" --timeout 600 "$@"
+run_tests build -j"$jobs" --timeout 600 "$@"
 phase "release tests"
 
 if [ "$sanitize" = 1 ]; then
@@ -34,7 +49,7 @@ if [ "$sanitize" = 1 ]; then
   cmake --build build-sanitize -j"$jobs"
   phase "ASan/UBSan build"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-sanitize --output-on-failure -j"$jobs" --timeout 900 "$@"
+    run_tests build-sanitize -j"$jobs" --timeout 900 "$@"
   phase "ASan/UBSan tests"
 
   # ThreadSanitizer: the runtime and server tests, which run engines, schedulers and gRPC workers on
@@ -44,7 +59,7 @@ if [ "$sanitize" = 1 ]; then
   cmake --build build-tsan -j"$jobs" --target strata runtime_tests server_tests
   phase "TSan build"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" \
-    ctest --test-dir build-tsan -L 'runtime|server' --output-on-failure -j"$jobs" --timeout 900 "$@"
+    run_tests build-tsan -L 'runtime|server' -j"$jobs" --timeout 900 "$@"
   phase "TSan tests"
 
   # The fuzz harnesses, briefly, on the seeds (scripts/fuzz.sh with a larger count fuzzes for real).
