@@ -66,7 +66,9 @@ class ServerHardening : public ::testing::Test {
  protected:
   void SetUp() override {
     if (model_path().empty()) GTEST_SKIP();
-    server_ = std::make_unique<ServeProcess>(std::vector<std::string>{"-m", model_path(), "-c", "2048"}, "hardening");
+    // ctest runs tests in parallel: each server gets files of its own.
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    server_ = std::make_unique<ServeProcess>(std::vector<std::string>{"-m", model_path(), "-c", "2048"}, name);
     ASSERT_TRUE(server_->ok()) << server_->log();
   }
   void expect_still_serving() {
