@@ -21,6 +21,16 @@ using grpc::StatusCode;
 Status error_status(StatusCode code, const std::string& message) { return {code, message}; }
 Status invalid(const Error& e) { return {StatusCode::INVALID_ARGUMENT, e.message}; }
 
+// The token check, then the call's one request message: in that order, so that nothing from a peer
+// without the token is read (see proto/strata.proto).
+template <typename Request>
+Status accept_one(const grpc::ServerContext& ctx, grpc::ServerReader<Request>& reader, const std::string& token,
+                  Request& request) {
+  if (auto s = check_token(ctx, token); !s.ok()) return s;
+  if (!read_one(reader, request)) return error_status(StatusCode::INVALID_ARGUMENT, "expected one request message");
+  return Status::OK;
+}
+
 }  // namespace
 
 struct WorkerService::Session {
@@ -82,9 +92,8 @@ std::shared_ptr<v1::Worker::Stub> WorkerService::next_hop(Session& session, cons
 }
 
 Status WorkerService::Hello(grpc::ServerContext* ctx, grpc::ServerReader<v1::HelloRequest>* reader, v1::HelloReply* reply) {
-  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;  // before reading
   v1::HelloRequest message;
-  if (!read_one(*reader, message)) return error_status(StatusCode::INVALID_ARGUMENT, "expected one request message");
+  if (auto s = accept_one(*ctx, *reader, options_.security.token, message); !s.ok()) return s;
   const MemoryFacts mem = read_memory_facts();
   reply->set_protocol(kProtocolVersion);
   reply->set_version("strata 0.1");
@@ -100,9 +109,8 @@ Status WorkerService::Hello(grpc::ServerContext* ctx, grpc::ServerReader<v1::Hel
 }
 
 Status WorkerService::PrepareStage(grpc::ServerContext* ctx, grpc::ServerReader<v1::StageSpec>* reader, v1::PrepareReply* reply) {
-  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;  // before reading
   v1::StageSpec message;
-  if (!read_one(*reader, message)) return error_status(StatusCode::INVALID_ARGUMENT, "expected one request message");
+  if (auto s = accept_one(*ctx, *reader, options_.security.token, message); !s.ok()) return s;
   const v1::StageSpec* spec = &message;
   auto parsed = parse_stage(*spec);
   if (!parsed.ok()) return invalid(parsed.error());
@@ -171,9 +179,8 @@ Status WorkerService::PushTensors(grpc::ServerContext* ctx, grpc::ServerReader<v
 }
 
 Status WorkerService::LoadStage(grpc::ServerContext* ctx, grpc::ServerReader<v1::StageSpec>* reader, v1::LoadReply* reply) {
-  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;  // before reading
   v1::StageSpec message;
-  if (!read_one(*reader, message)) return error_status(StatusCode::INVALID_ARGUMENT, "expected one request message");
+  if (auto s = accept_one(*ctx, *reader, options_.security.token, message); !s.ok()) return s;
   const v1::StageSpec* spec = &message;
   auto session = find(spec->session());
   if (!session) return error_status(StatusCode::FAILED_PRECONDITION, "LoadStage before PrepareStage");
@@ -294,9 +301,8 @@ Status WorkerService::forward_onward(grpc::ServerContext& ctx, Session& session,
 }
 
 Status WorkerService::SeqOp(grpc::ServerContext* ctx, grpc::ServerReader<v1::SeqOpRequest>* reader, v1::SeqOpReply*) {
-  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;  // before reading
   v1::SeqOpRequest message;
-  if (!read_one(*reader, message)) return error_status(StatusCode::INVALID_ARGUMENT, "expected one request message");
+  if (auto s = accept_one(*ctx, *reader, options_.security.token, message); !s.ok()) return s;
   const v1::SeqOpRequest* req = &message;
   auto session = find(req->session());
   if (!session) return error_status(StatusCode::NOT_FOUND, "unknown session '" + req->session() + "'");
@@ -313,18 +319,16 @@ Status WorkerService::SeqOp(grpc::ServerContext* ctx, grpc::ServerReader<v1::Seq
 }
 
 Status WorkerService::Ping(grpc::ServerContext* ctx, grpc::ServerReader<v1::SessionRef>* reader, v1::PingReply* reply) {
-  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;  // before reading
   v1::SessionRef message;
-  if (!read_one(*reader, message)) return error_status(StatusCode::INVALID_ARGUMENT, "expected one request message");
+  if (auto s = accept_one(*ctx, *reader, options_.security.token, message); !s.ok()) return s;
   const v1::SessionRef* req = &message;
   reply->set_known(find(req->session()) != nullptr);
   return Status::OK;
 }
 
 Status WorkerService::EndSession(grpc::ServerContext* ctx, grpc::ServerReader<v1::SessionRef>* reader, v1::PingReply* reply) {
-  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;  // before reading
   v1::SessionRef message;
-  if (!read_one(*reader, message)) return error_status(StatusCode::INVALID_ARGUMENT, "expected one request message");
+  if (auto s = accept_one(*ctx, *reader, options_.security.token, message); !s.ok()) return s;
   const v1::SessionRef* req = &message;
   std::lock_guard lock(mu_);
   reply->set_known(sessions_.erase(req->session()) > 0);
