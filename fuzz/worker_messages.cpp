@@ -37,6 +37,7 @@ strata::model::StageRunner& runner() {
     config.n_seq = kSeqs;
     config.n_ctx_per_seq = 32;
     config.n_batch = 16;
+    config.tensors = strata::model::tensors_needed(**model, config.owned, true, true);
     auto created = strata::model::StageRunner::create(*model, config);
     if (!created.ok()) {
       std::fprintf(stderr, "fuzz: stage runner: %s\n", created.error().message.c_str());
@@ -50,7 +51,7 @@ strata::model::StageRunner& runner() {
 void stage_spec(const uint8_t* data, size_t size) {
   strata::v1::StageSpec spec;
   if (!spec.ParseFromArray(data, static_cast<int>(size))) return;
-  auto stage = strata::net::parse_stage(spec);
+  auto stage = strata::net::parse_stage(spec, 1);
   if (!stage.ok()) return;
   // A parsed stage is self-consistent: every stage tensor is one of all_tensors, one flag per layer.
   if (stage->metadata == nullptr) __builtin_trap();

@@ -4,7 +4,6 @@
 
 #include "base/system.h"
 #include "cli/common.h"
-#include "net/remote_node.h"
 
 namespace strata::cli {
 
@@ -23,9 +22,9 @@ Command add_plan(CLI::App& app) {
     const int32_t threads = f->n_threads > 0 ? f->n_threads : hardware_threads();
     std::vector<plan::Node> nodes = {plan::local_node(threads)};
     for (const std::string& endpoint : options->cluster.workers) {
-      auto link = net::RemoteNode::connect(endpoint, options->cluster.security, options->cluster.timeout_ms);
-      if (!link.ok()) return fail(link.error());
-      auto node = runtime::worker_node(**link, options->cluster);
+      auto worker = runtime::connector(options->cluster)(endpoint);
+      if (!worker.ok()) return fail(worker.error());
+      auto node = runtime::worker_node(**worker, options->cluster);
       if (!node.ok()) return fail(node.error());
       nodes.push_back(std::move(*node));
     }

@@ -105,21 +105,16 @@ uint64_t Model::n_active_params() const {
   return n;
 }
 
-Result<Weights> Model::bind(const std::vector<uint8_t>& owned, bool input, bool output) const {
-  if (static_cast<int32_t>(owned.size()) != hp_.n_layer) return make_error("bind: {} layer flags for {} layers", owned.size(), hp_.n_layer);
+Result<Weights> Model::bind(const std::vector<std::string>& names) const {
+  std::unordered_map<std::string_view, const Tensor*> by_name;
+  for (const Tensor& t : tensors_) by_name[t.decl.name] = &t;
   Weights w;
   w.layers.resize(hp_.n_layer);
-  const bool runs_layers = std::any_of(owned.begin(), owned.end(), [](uint8_t o) { return o != 0; });
-  for (const Tensor& t : tensors_) {
+  for (const std::string& name : names) {
+    const auto found = by_name.find(name);
+    if (found == by_name.end()) return make_error("{}: '{}' is not a tensor of this model", file_->path(), name);
+    const Tensor& t = *found->second;
     const TensorDecl& d = t.decl;
-    const bool is_layer = d.layer >= 0 && d.layer < hp_.n_layer;
-    // rope_freqs is an input-side tensor every attention layer reads: a node that runs layers needs it
-    // (the planner sends a copy to each); one that runs only the output head does not get it.
-    const bool wanted = is_layer ? owned[d.layer] != 0
-                        : d.name == "rope_freqs.weight" ? runs_layers
-                        : d.layer == kInputLayer ? input || (output && d.name == "token_embd.weight" && !has_output_weight())
-                                                 : output;
-    if (!wanted) continue;
     const uint8_t* data = t.data;
     if (!data) return make_error("{}: tensor '{}' is needed here but not loaded on this node", file_->path(), d.name);
     const MatrixView matrix{t.info->type, t.info->ne[0], t.info->n_rows(), data, row_bytes(t.info->type, t.info->ne[0])};
@@ -148,7 +143,7 @@ Result<Weights> Model::bind(const std::vector<uint8_t>& owned, bool input, bool 
         d.slot);
     STRATA_TRY(status);
   }
-  if (output && w.global.output.empty()) w.global.output = w.global.token_embd;  // tied embeddings
+  if (!has_output_weight()) w.global.output = w.global.token_embd;  // tied embeddings
   return w;
 }
 

@@ -45,9 +45,9 @@ class Model {
   // False when the head is tied to token_embd.
   bool has_output_weight() const;
 
-  // Views of the weights this node needs: the layers flagged in `owned`, the input tensors when
-  // `input`, the output head when `output`. Fails, naming the tensor, if a needed one is not held here.
-  Result<Weights> bind(const std::vector<uint8_t>& owned, bool input, bool output) const;
+  // Views of exactly the named tensors (the plan's list for this node; the tied head aliases
+  // token_embd). Fails, naming the tensor, when one is not a model tensor or not held here.
+  Result<Weights> bind(const std::vector<std::string>& names) const;
 
  private:
   static Result<std::shared_ptr<const Model>> build(std::shared_ptr<Model> m);

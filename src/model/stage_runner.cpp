@@ -3,7 +3,21 @@
 #include "model/gated_delta_net.h"
 #include "model/ops.h"
 
+#include <unordered_set>
+
 namespace strata::model {
+namespace {
+
+// The plan's list must hold every tensor the stage reads, or a layer would run on missing weights.
+Status check_tensors_listed(const Model& model, const StageConfig& config) {
+  const std::unordered_set<std::string_view> listed(config.tensors.begin(), config.tensors.end());
+  for (const std::string& name : tensors_needed(model, config.owned, config.input, config.output)) {
+    if (!listed.count(name)) return make_error("stage: tensor '{}' is read by this stage but not in its tensor list", name);
+  }
+  return {};
+}
+
+}  // namespace
 
 Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const Model> model, const StageConfig& config) {
   const HParams& hp = model->hparams();
@@ -19,21 +33,10 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
   auto r = std::unique_ptr<StageRunner>(new StageRunner());
   r->model_ = std::move(model);
   r->config_ = config;
-  STRATA_ASSIGN(r->weights_, r->model_->bind(config.owned, config.input, config.output));
-  for (const Model::Tensor& t : r->model_->tensors()) {
-    const int32_t l = t.decl.layer;
-    if (l >= 0 && l < hp.n_layer && config.owned[l]) r->weight_bytes_ += t.info->nbytes;
-  }
-  memory::KvConfig kv;
-  kv.n_layer = hp.n_layer;
-  kv.layer_has_kv = config.owned;
-  for (int il = 0; il < hp.n_layer; ++il) {
-    kv.layer_has_kv[il] = config.owned[il] && r->model_->architecture().layer_has_kv(hp, il);
-  }
-  kv.n_embd_k = hp.n_embd_k_gqa();
-  kv.n_embd_v = hp.n_embd_v_gqa();
-  kv.n_seq = config.n_seq;
-  kv.n_ctx_per_seq = config.n_ctx_per_seq;
+  STRATA_TRY(check_tensors_listed(*r->model_, config));
+  STRATA_ASSIGN(r->weights_, r->model_->bind(config.tensors));
+  r->weight_bytes_ = stage_bytes(*r->model_, config).weights;
+  const memory::KvConfig kv = kv_config(hp, r->model_->architecture(), config);
   STRATA_ASSIGN(r->kv_, memory::KvCache::create(kv));
   if (hp.has_recurrent_layers()) {
     STRATA_ASSIGN(r->recurrent_, memory::RecurrentState::create(recurrent_config(hp, config.owned, config.n_seq)));

@@ -12,19 +12,11 @@
 #include "memory/recurrent_state.h"
 #include "model/blocks.h"
 #include "model/model.h"
+#include "model/stage_layout.h"
 #include "tensor/thread_pool.h"
 
 namespace strata::model {
 
-struct StageConfig {
-  std::vector<uint8_t> owned;  // per layer: 1 when this node owns it
-  bool input = false;          // token embeddings live here
-  bool output = false;         // output norm + head live here
-  int32_t n_seq = 1;
-  int32_t n_ctx_per_seq = 0;
-  int32_t n_batch = 512;
-  int32_t n_threads = 1;
-};
 
 class StageRunner {
  public:

@@ -8,18 +8,10 @@
 #include <string>
 
 #include "base/result.h"
+#include "net/link_security.h"
 
 namespace strata::net {
 
-struct LinkSecurity {
-  std::string token;     // shared secret; empty: none
-  std::string tls_ca;    // PEM file of the CA that signs the peers' certificates; empty: plaintext
-  std::string tls_cert;  // PEM certificate of this side (server; optional client cert for mutual TLS)
-  std::string tls_key;
-};
-
-// Reads a token from a file (first line, trimmed); the error names the file.
-Result<std::string> read_token_file(const std::string& path);
 
 Result<std::shared_ptr<grpc::ServerCredentials>> server_credentials(const LinkSecurity& s);
 Result<std::shared_ptr<grpc::ChannelCredentials>> channel_credentials(const LinkSecurity& s);

@@ -10,27 +10,15 @@
 #include <vector>
 
 #include "base/result.h"
+#include "exec/stage_executor.h"
 #include "gguf/gguf.h"
 #include "net/credentials.h"
 #include "strata.grpc.pb.h"
 
 namespace strata::net {
 
-struct NodeFacts {
-  std::vector<std::string> cpu_features;
-  int32_t threads = 0;
-  uint64_t memory_limit = 0;
-  uint64_t memory_available = 0;
-  bool cgroup_limited = false;
-  std::vector<std::string> model_sha256;
-  int32_t sessions = 0;  // sessions the worker holds now
-};
-
-struct LoadProgress {
-  uint64_t bytes_sent = 0;
-  uint64_t bytes_total = 0;
-  double seconds = 0;
-};
+using NodeFacts = exec::NodeFacts;
+using LoadProgress = exec::LoadProgress;
 
 class RemoteNode {
  public:

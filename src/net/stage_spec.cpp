@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "base/checked.h"
-#include "memory/kv_cache.h"
 #include "net/model_identity.h"
 
 namespace strata::net {
@@ -24,7 +23,7 @@ bool is_hex_sha256(const std::string& s) {
 
 }  // namespace
 
-Result<ParsedStage> parse_stage(const v1::StageSpec& spec) {
+Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threads) {
   ParsedStage p;
   if (spec.session().empty() || spec.session().size() > 128) return make_error("session id must be 1..128 bytes");
   p.session = spec.session();
@@ -42,11 +41,13 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec) {
     if (!by_name.emplace(info.name, info).second) return make_error("tensor '{}' listed twice", info.name);
     p.all_tensors.push_back(std::move(info));
   }
+  uint64_t weight_bytes = 0;
   for (const std::string& name : spec.stage_tensors()) {
     auto it = by_name.find(name);
     if (it == by_name.end()) return make_error("stage tensor '{}' is not a tensor of the model", name);
     if (!p.stage_tensors.emplace(name, it->second).second) return make_error("stage tensor '{}' listed twice", name);
-    p.weight_bytes = sat_add(p.weight_bytes, it->second.nbytes);
+    p.config.tensors.push_back(name);
+    weight_bytes = sat_add(weight_bytes, it->second.nbytes);
   }
   if (spec.forward_to_size() > kMaxForwardTargets) return make_error("{} forward targets is too many", spec.forward_to_size());
   for (const std::string& endpoint : spec.forward_to()) {
@@ -58,40 +59,31 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec) {
   }
   const auto embd = by_name.find("token_embd.weight");
   STRATA_ASSIGN(model::HParams hp, model::load_hparams(*p.metadata, embd == by_name.end() ? nullptr : &embd->second));
-  p.owned.assign(hp.n_layer, 0);
+  model::StageConfig& c = p.config;
+  c.owned.assign(hp.n_layer, 0);
   for (int32_t il : spec.owned_layers()) {
     if (il < 0 || il >= hp.n_layer) return make_error("owned layer {} out of range [0, {})", il, hp.n_layer);
-    p.owned[il] = 1;
+    c.owned[il] = 1;
   }
-  p.output = spec.output();
+  c.output = spec.output();
   if (spec.n_seq() < 1 || spec.n_seq() > 256) return make_error("n_seq {} out of range 1..256", spec.n_seq());
   if (spec.n_ctx_per_seq() < 1 || spec.n_ctx_per_seq() > (1 << 24)) {
     return make_error("n_ctx_per_seq {} out of range", spec.n_ctx_per_seq());
   }
   if (spec.n_batch() < 1 || spec.n_batch() > (1 << 16)) return make_error("n_batch {} out of range", spec.n_batch());
   if (spec.threads() < 0 || spec.threads() > 1024) return make_error("threads {} out of range", spec.threads());
-  p.n_seq = spec.n_seq();
-  p.n_ctx_per_seq = spec.n_ctx_per_seq();
-  p.n_batch = spec.n_batch();
+  c.n_seq = spec.n_seq();
+  c.n_ctx_per_seq = spec.n_ctx_per_seq();
+  c.n_batch = spec.n_batch();
+  c.n_threads = spec.threads() > 0 ? spec.threads() : std::max(1, default_threads);
   const model::Architecture* arch = model::find_architecture(hp.arch);
   if (!arch) return make_error("architecture '{}' is not supported by this worker", hp.arch);
-  memory::KvConfig kv;
-  kv.n_layer = hp.n_layer;
-  kv.layer_has_kv = p.owned;
-  for (int il = 0; il < hp.n_layer; ++il) {
-    kv.layer_has_kv[il] = p.owned[il] && arch->layer_has_kv(hp, il);
-    if (p.owned[il]) p.state_bytes = sat_add(p.state_bytes, arch->recurrent_state_bytes(hp, il, p.n_seq));
-  }
-  kv.n_embd_k = hp.n_embd_k_gqa();
-  kv.n_embd_v = hp.n_embd_v_gqa();
-  kv.n_seq = p.n_seq;
-  kv.n_ctx_per_seq = p.n_ctx_per_seq;
-  p.kv_bytes = memory::KvCache::bytes_needed(kv);
+  p.bytes = model::stage_bytes(hp, *arch, c, weight_bytes);
   return p;
 }
 
 Result<std::unique_ptr<model::StageRunner>> load_stage_runner(const ParsedStage& stage, const std::string& local_path,
-                                                              const TensorStore& store, int32_t threads) {
+                                                              const TensorStore& store) {
   std::shared_ptr<const model::Model> model;
   if (!local_path.empty()) {
     STRATA_ASSIGN(model, model::Model::open(local_path));
@@ -111,14 +103,7 @@ Result<std::unique_ptr<model::StageRunner>> load_stage_runner(const ParsedStage&
                              },
                              std::move(keep_alive)));
   }
-  model::StageConfig config;
-  config.owned = stage.owned;
-  config.output = stage.output;
-  config.n_seq = stage.n_seq;
-  config.n_ctx_per_seq = stage.n_ctx_per_seq;
-  config.n_batch = stage.n_batch;
-  config.n_threads = threads;
-  return model::StageRunner::create(std::move(model), config);
+  return model::StageRunner::create(std::move(model), stage.config);
 }
 
 Result<model::Batch> batch_from_request(const v1::ForwardRequest& req, const model::StageRunner& runner) {
@@ -136,27 +121,36 @@ Result<model::Batch> batch_from_request(const v1::ForwardRequest& req, const mod
   return b;
 }
 
-v1::StageSpec make_stage_spec(const model::Model& model, const plan::Plan& plan, int32_t node,
-                              const std::string& session, const std::string& model_sha256,
-                              const std::vector<uint8_t>& metadata, const plan::Request& request, int32_t threads) {
+v1::StageSpec to_stage_spec(const model::Model& model, const model::StageConfig& stage, const std::string& session,
+                            const std::string& model_sha256, const std::vector<uint8_t>& metadata,
+                            const std::vector<std::string>& forward_to) {
   v1::StageSpec spec;
   spec.set_session(session);
   spec.set_model_sha256(model_sha256);
   spec.set_metadata(metadata.data(), metadata.size());
   for (const gguf::TensorInfo& t : model.all_infos()) to_proto(t, spec.add_all_tensors());
-  for (const std::string& name : plan.tensors_on(node)) spec.add_stage_tensors(name);
-  for (size_t il = 0; il < plan.layer_owner.size(); ++il) {
-    if (plan.layer_owner[il] == node) spec.add_owned_layers(static_cast<int32_t>(il));
+  for (const std::string& name : stage.tensors) spec.add_stage_tensors(name);
+  for (size_t il = 0; il < stage.owned.size(); ++il) {
+    if (stage.owned[il]) spec.add_owned_layers(static_cast<int32_t>(il));
   }
-  spec.set_output(plan.output_node == node);
-  spec.set_n_seq(request.n_seq);
-  spec.set_n_ctx_per_seq(request.n_ctx / request.n_seq);
-  spec.set_n_batch(request.n_batch);
-  spec.set_threads(threads);
-  for (size_t n = 1; n < plan.nodes.size(); ++n) {
-    if (static_cast<int32_t>(n) != node) spec.add_forward_to(plan.nodes[n].endpoint);
-  }
+  spec.set_output(stage.output);
+  spec.set_n_seq(stage.n_seq);
+  spec.set_n_ctx_per_seq(stage.n_ctx_per_seq);
+  spec.set_n_batch(stage.n_batch);
+  spec.set_threads(stage.n_threads);
+  for (const std::string& endpoint : forward_to) spec.add_forward_to(endpoint);
   return spec;
+}
+
+v1::StageSpec make_stage_spec(const model::Model& model, const plan::Plan& plan, int32_t node,
+                              const std::string& session, const std::string& model_sha256,
+                              const std::vector<uint8_t>& metadata) {
+  std::vector<std::string> forward_to;
+  for (size_t n = 1; n < plan.nodes.size(); ++n) {
+    if (static_cast<int32_t>(n) != node) forward_to.push_back(plan.nodes[n].endpoint);
+  }
+  return to_stage_spec(model, plan.node_stages.at(static_cast<size_t>(node)), session, model_sha256, metadata,
+                       forward_to);
 }
 
 }  // namespace strata::net

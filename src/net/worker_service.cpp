@@ -112,12 +112,12 @@ Status WorkerService::PrepareStage(grpc::ServerContext* ctx, grpc::ServerReader<
   v1::StageSpec message;
   if (auto s = accept_one(*ctx, *reader, options_.security.token, message); !s.ok()) return s;
   const v1::StageSpec* spec = &message;
-  auto parsed = parse_stage(*spec);
+  auto parsed = parse_stage(*spec, options_.threads > 0 ? options_.threads : hardware_threads());
   if (!parsed.ok()) return invalid(parsed.error());
-  if (options_.max_context > 0 && parsed->n_ctx_per_seq > options_.max_context) {
+  if (options_.max_context > 0 && parsed->config.n_ctx_per_seq > options_.max_context) {
     return error_status(StatusCode::FAILED_PRECONDITION,
                         fmt::format("the stage asks for a context of {} tokens per sequence; this worker accepts at "
-                                    "most {} (--max-context)", parsed->n_ctx_per_seq, options_.max_context));
+                                    "most {} (--max-context)", parsed->config.n_ctx_per_seq, options_.max_context));
   }
   auto session = std::make_shared<Session>();
   session->stage = std::move(*parsed);
@@ -135,14 +135,14 @@ Status WorkerService::PrepareStage(grpc::ServerContext* ctx, grpc::ServerReader<
   }
   reply->set_missing_bytes(missing_bytes);
   const MemoryFacts mem = read_memory_facts();
-  const ParsedStage& st = session->stage;
-  if (sat_add(sat_add(st.weight_bytes, st.kv_bytes), st.state_bytes) > mem.available) {
+  const model::StageBytes& b = session->stage.bytes;
+  if (b.total() > mem.available) {
     return error_status(StatusCode::RESOURCE_EXHAUSTED,
-                        fmt::format("stage needs {} bytes of weights, {} of KV cache and {} of recurrent state; {} available",
-                                    st.weight_bytes, st.kv_bytes, st.state_bytes, mem.available));
+                        fmt::format("stage needs {} bytes (weights {}, KV cache {}, recurrent state {}, scratch {}); {} "
+                                    "available", b.total(), b.weights, b.kv, b.state, b.scratch, mem.available));
   }
   spdlog::info("worker: session {} prepared: {} tensors ({} bytes), {} missing, source: {}", spec->session(),
-               session->stage.stage_tensors.size(), session->stage.weight_bytes, reply->missing_size(), reply->source());
+               session->stage.stage_tensors.size(), b.weights, reply->missing_size(), reply->source());
   std::lock_guard lock(mu_);
   if (!sessions_.count(spec->session()) && static_cast<int32_t>(sessions_.size()) >= options_.max_sessions) {
     return error_status(StatusCode::RESOURCE_EXHAUSTED,
@@ -185,9 +185,7 @@ Status WorkerService::LoadStage(grpc::ServerContext* ctx, grpc::ServerReader<v1:
   auto session = find(spec->session());
   if (!session) return error_status(StatusCode::FAILED_PRECONDITION, "LoadStage before PrepareStage");
   std::lock_guard lock(session->mu);
-  auto runner = load_stage_runner(session->stage, session->local_path, store_,
-                                  spec->threads() > 0 ? spec->threads() : options_.threads > 0 ? options_.threads
-                                                                                                : hardware_threads());
+  auto runner = load_stage_runner(session->stage, session->local_path, store_);
   if (!runner.ok()) return error_status(StatusCode::FAILED_PRECONDITION, runner.error().message);
   session->runner = std::move(*runner);
   reply->set_weight_bytes(session->runner->weight_bytes());

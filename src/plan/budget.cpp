@@ -6,20 +6,14 @@
 #include <optional>
 
 #include "base/checked.h"
-#include "memory/kv_cache.h"
 #include "plan/internal.h"
 
 namespace strata::plan::detail {
 namespace {
 
-bool has_tensor(const model::Model& model, std::string_view name) {
-  return std::any_of(model.tensors().begin(), model.tensors().end(),
-                     [&](const model::Model::Tensor& t) { return t.decl.name == name; });
-}
-
 bool fits(const std::vector<Node>& nodes, const std::vector<NodeBytes>& bytes) {
   for (size_t n = 0; n < nodes.size(); ++n) {
-    if (bytes[n].total() > nodes[n].memory_limit) return false;
+    if (bytes[n].total() > nodes[n].memory_usable) return false;
   }
   return true;
 }
@@ -36,7 +30,7 @@ std::optional<std::vector<int32_t>> greedy_fit(const model::Model& model, const 
     auto fits_with = [&](int32_t count) {
       std::vector<int32_t> trial(owner);
       for (int32_t il = start; il < start + count; ++il) trial[il] = n;
-      return node_bytes(model, nodes, request, trial)[n].total() <= nodes[n].memory_limit;
+      return node_bytes(model, nodes, request, trial)[n].total() <= nodes[n].memory_usable;
     };
     if (!fits_with(0)) return std::nullopt;
     int32_t lo = 0, hi = n_all - start;  // lo fits; find the largest count that fits
@@ -63,7 +57,7 @@ std::optional<std::vector<int32_t>> fitting_owner(const model::Model& model, con
   std::vector<int32_t> on_one(static_cast<size_t>(n_layer) + 1, 0);
   for (const NodeBytes& b : node_bytes(model, nodes, request, on_one)) need = sat_add(need, b.total());
   std::vector<float> ratios;
-  for (const Node& n : nodes) ratios.push_back(static_cast<float>(std::min(n.memory_limit, need)));
+  for (const Node& n : nodes) ratios.push_back(static_cast<float>(std::min(n.memory_usable, need)));
   std::vector<int32_t> owner = split_layers(n_layer, all, ratios, int64_t{n_layer} + 1);
   owner[n_layer] = owner[n_layer - 1];
   if (fits(nodes, node_bytes(model, nodes, request, owner))) return owner;
@@ -72,78 +66,32 @@ std::optional<std::vector<int32_t>> fitting_owner(const model::Model& model, con
 
 }  // namespace
 
-std::vector<std::vector<size_t>> extra_tensor_indices(const model::Model& model, size_t n_nodes,
-                                                      const std::vector<int32_t>& owner) {
-  std::vector<std::vector<size_t>> extra(n_nodes);
+std::vector<model::StageConfig> node_stages(const model::Model& model, const std::vector<Node>& nodes,
+                                           const Request& request, const std::vector<int32_t>& owner) {
   const int32_t n_layer = model.hparams().n_layer;
-  const bool tied = !has_tensor(model, "output.weight");
-  std::vector<uint8_t> runs_layers(n_nodes, 0);
-  for (int32_t il = 0; il < n_layer; ++il) {
-    if (owner[il] >= 0 && owner[il] < static_cast<int32_t>(n_nodes)) runs_layers[owner[il]] = 1;
+  const int32_t n_seq = std::max(1, request.n_seq);
+  std::vector<model::StageConfig> stages(nodes.size());
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    model::StageConfig& s = stages[n];
+    const int32_t node = static_cast<int32_t>(n);
+    s.owned.assign(static_cast<size_t>(n_layer), 0);
+    for (int32_t il = 0; il < n_layer; ++il) s.owned[il] = owner[il] == node ? 1 : 0;
+    s.input = node == 0;  // the coordinator embeds the tokens
+    s.output = owner[n_layer] == node;
+    s.tensors = model::tensors_needed(model, s.owned, s.input, s.output);
+    s.n_seq = n_seq;
+    s.n_ctx_per_seq = std::max(0, request.n_ctx) / n_seq;
+    s.n_batch = std::max(1, request.n_batch);
+    s.n_threads = std::max(1, nodes[n].threads);
   }
-  const int32_t out = owner[n_layer];
-  const auto& tensors = model.tensors();
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    const std::string& name = tensors[t].decl.name;
-    if (name == "token_embd.weight" && tied && out > 0 && out < static_cast<int32_t>(n_nodes)) extra[out].push_back(t);
-    if (name == "rope_freqs.weight") {
-      for (size_t n = 1; n < n_nodes; ++n) {
-        if (runs_layers[n]) extra[n].push_back(t);
-      }
-    }
-  }
-  return extra;
+  return stages;
 }
 
 std::vector<NodeBytes> node_bytes(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
                                   const std::vector<int32_t>& owner) {
-  const model::HParams& hp = model.hparams();
-  const int32_t n_layer = hp.n_layer;
-  const int32_t n_nodes = static_cast<int32_t>(nodes.size());
-  auto valid = [&](int32_t n) { return n >= 0 && n < n_nodes; };
-  std::vector<NodeBytes> bytes(nodes.size());
-  const auto& tensors = model.tensors();
-  for (const model::Model::Tensor& t : tensors) {
-    const int32_t home = t.decl.layer < 0 ? 0 : owner[std::min(t.decl.layer, n_layer)];
-    if (valid(home)) bytes[home].weights += t.info->nbytes;
-  }
-  const auto extra = extra_tensor_indices(model, nodes.size(), owner);
-  for (int32_t n = 0; n < n_nodes; ++n) {
-    for (size_t t : extra[n]) bytes[n].weights += tensors[t].info->nbytes;
-  }
-
-  const int32_t n_seq = std::max(1, request.n_seq);
-  const int32_t ctx_per_seq = std::max(0, request.n_ctx) / n_seq;
-  const uint64_t E = static_cast<uint64_t>(hp.n_embd), V = static_cast<uint64_t>(hp.n_vocab);
-  const uint64_t q = uint64_t(hp.n_head) * hp.head_dim_k, o = uint64_t(hp.n_head) * hp.head_dim_v;
-  const uint64_t kw = static_cast<uint64_t>(hp.n_embd_k_gqa()), vw = static_cast<uint64_t>(hp.n_embd_v_gqa());
-  const uint64_t ff = std::max<uint64_t>(uint64_t(hp.n_ff), uint64_t(hp.n_expert_used) * hp.n_ff_expert + hp.n_ff_shared_expert);
-  const uint64_t B = static_cast<uint64_t>(std::max(1, request.n_batch));
-  const int32_t out = owner[n_layer];
-  for (int32_t n = 0; n < n_nodes; ++n) {
-    memory::KvConfig kv;
-    kv.n_layer = n_layer;
-    kv.layer_has_kv.assign(static_cast<size_t>(n_layer), 0);
-    bool runs = false;
-    for (int32_t il = 0; il < n_layer; ++il) {
-      if (owner[il] != n) continue;
-      runs = true;
-      kv.layer_has_kv[il] = model.architecture().layer_has_kv(hp, il) ? 1 : 0;
-      bytes[n].state += model.architecture().recurrent_state_bytes(hp, il, n_seq);
-    }
-    kv.n_embd_k = hp.n_embd_k_gqa();
-    kv.n_embd_v = hp.n_embd_v_gqa();
-    kv.n_seq = n_seq;
-    kv.n_ctx_per_seq = ctx_per_seq;
-    bytes[n].kv = memory::KvCache::bytes_needed(kv);
-    uint64_t floats = 0;
-    if (runs) {
-      const uint64_t threads = static_cast<uint64_t>(std::max(1, nodes[n].threads));
-      floats += B * (4 * E + q + kw + vw + o + 3 * ff) + threads * static_cast<uint64_t>(ctx_per_seq);
-    }
-    if (n == out) floats += B * (E + V);
-    if (n == 0) floats += B * E + (out != 0 ? B * V : 0);
-    bytes[n].scratch = floats * sizeof(float);
+  std::vector<NodeBytes> bytes;
+  for (const model::StageConfig& s : node_stages(model, nodes, request, owner)) {
+    bytes.push_back(model::stage_bytes(model, s));
   }
   return bytes;
 }
@@ -153,11 +101,11 @@ Status check_budget(const model::Model& model, const std::vector<Node>& nodes, c
   std::string over;
   for (size_t n = 0; n < nodes.size(); ++n) {
     const NodeBytes& b = bytes[n];
-    if (b.total() <= nodes[n].memory_limit) continue;
+    if (b.total() <= nodes[n].memory_usable) continue;
     over += fmt::format("{}{} needs {} (weights {}, KV {}, state {}, scratch {}) but its limit is {}",
                         over.empty() ? "" : "; ", node_label(nodes, static_cast<int32_t>(n)), human_bytes(b.total()),
                         human_bytes(b.weights), human_bytes(b.kv), human_bytes(b.state), human_bytes(b.scratch),
-                        limit_text(nodes[n].memory_limit));
+                        limit_text(nodes[n].memory_usable));
   }
   if (over.empty()) return {};
 
@@ -192,7 +140,7 @@ Status check_budget(const model::Model& model, const std::vector<Node>& nodes, c
     uint64_t need = 0, have = 0;
     for (size_t n = 0; n < nodes.size(); ++n) {
       need = sat_add(need, bytes[n].total());
-      have = sat_add(have, nodes[n].memory_limit);
+      have = sat_add(have, nodes[n].memory_usable);
     }
     fix = fmt::format("no split or smaller context fits: the plan needs {} in all against {} of usable memory; add nodes "
                       "(--rpc) or use a smaller model",

@@ -79,10 +79,9 @@ Result<Resolution> resolve_layers(const model::Model& model, const std::vector<N
                                   const FlagSplit& flags, const Pins& pins, PlanErrorKind* kind);
 
 // ---- bytes ----
-// Per node: indices (into model.tensors()) of tensors it needs besides those homed there: token_embd on
-// the output node when the head is tied, rope_freqs on every other node that runs layers.
-std::vector<std::vector<size_t>> extra_tensor_indices(const model::Model& model, size_t n_nodes,
-                                                      const std::vector<int32_t>& owner);
+// Per node, its stage when layers 0..n_layer are owned per `owner` (the output layer last).
+std::vector<model::StageConfig> node_stages(const model::Model& model, const std::vector<Node>& nodes,
+                                           const Request& request, const std::vector<int32_t>& owner);
 // What each node needs when layers 0..n_layer are owned per `owner` (the output layer last).
 std::vector<NodeBytes> node_bytes(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
                                   const std::vector<int32_t>& owner);

@@ -315,12 +315,13 @@ Result<Resolution> resolve_layers(const model::Model& model, const std::vector<N
   for (size_t t = 0; t < tensors.size(); ++t) {
     if (tensors[t].decl.layer >= 0 || pins.node[t] <= 0) continue;
     const std::string& name = tensors[t].decl.name;
-    const bool tied_copy = name == "token_embd.weight" && pins.node[t] == res.owner[n_layer] &&
-                           std::none_of(tensors.begin(), tensors.end(),
-                                        [](const model::Model::Tensor& x) { return x.decl.name == "output.weight"; });
-    const bool rope_copy = name == "rope_freqs.weight" &&
-                           std::find(res.owner.begin(), res.owner.end() - 1, pins.node[t]) != res.owner.end() - 1;
-    if (tied_copy || rope_copy) continue;  // that node holds a copy anyway
+    // A pin to a node that reads the tensor anyway (a tied head, rope factors) changes nothing.
+    const int32_t pinned = pins.node[t];
+    std::vector<uint8_t> owned(static_cast<size_t>(n_layer), 0);
+    for (int32_t il = 0; il < n_layer; ++il) owned[il] = res.owner[il] == pinned ? 1 : 0;
+    const auto needed = model::tensors_needed(model, owned, false, res.owner[n_layer] == pinned);
+    const bool holds_copy = std::find(needed.begin(), needed.end(), name) != needed.end();
+    if (holds_copy) continue;
     const std::string msg = fmt::format(
         "-ot rule '{}' pins {} to {}, but input tensors stay on {} (the coordinator embeds the tokens)",
         pins.rule_text[pins.rule[t]], name, node_label(nodes, pins.node[t]), node_label(nodes, 0));

@@ -26,6 +26,7 @@
 #include "base/checked.h"
 #include "base/result.h"
 #include "model/model.h"
+#include "model/stage_layout.h"
 
 namespace strata::plan {
 
@@ -34,28 +35,15 @@ inline constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
 struct Node {
   std::string name;            // "local" or host:port
   std::string endpoint;        // host:port of a worker; empty for this machine
-  uint64_t memory_limit = kUnlimited;  // usable bytes (cgroup-aware)
+  uint64_t memory_usable = kUnlimited;  // what the plan may fill: memory available under the node's limit
+  uint64_t memory_limit = kUnlimited;   // the limit itself (cgroup or physical memory), for display
   int32_t threads = 1;
   bool is_local() const { return endpoint.empty(); }
 };
 
-struct NodeBytes {
-  uint64_t weights = 0;
-  uint64_t kv = 0;
-  uint64_t state = 0;    // recurrent state (conv + delta-rule matrices)
-  uint64_t scratch = 0;  // activations of the largest batch (formula below)
-  uint64_t total() const { return sat_add(sat_add(weights, kv), sat_add(state, scratch)); }
-};
-
-// Scratch estimate per node, for the largest batch (n_batch tokens), in f32:
-//   a node that runs layers:  n_batch * (4*n_embd + q + k + v + attn_out + 3*ff) + threads * n_ctx_per_seq
-//     (residual, norm, projection out, the q/k/v/attention rows, gate/up, a quantized copy of the widest
-//     input, and one row of attention scores per thread; ff = max(n_ff, n_expert_used * n_ff_expert +
-//     n_ff_shared_expert))
-//   the output node:          + n_batch * (n_embd + n_vocab)   (normed rows and logits)
-//   node 0 (the coordinator): + n_batch * n_embd (embedded rows) + n_batch * n_vocab if the logits come
-//                               from another node
-// all times sizeof(float).
+// Weights, KV cache, recurrent state and scratch of one node, sized by model::stage_bytes (the
+// function the worker's admission check and the runner use too).
+using NodeBytes = model::StageBytes;
 
 // A run of consecutive layers on one node.
 struct Stage {
@@ -97,18 +85,18 @@ struct Plan {
   std::vector<Stage> stages;         // in execution order
   std::vector<Transfer> transfers;
   std::vector<NodeBytes> bytes;      // per node
-  std::map<std::string, int32_t> tensor_home;  // every model tensor -> node holding its bytes
-  // Per node: tensors whose bytes that node needs besides those homed there (their home is elsewhere,
-  // counted in this node's weights as well). With a tied head (no output.weight) the output node needs
-  // token_embd.weight; every node running layers needs rope_freqs.weight when the model has it.
-  std::vector<std::vector<std::string>> extra_tensors;
+  std::map<std::string, int32_t> tensor_home;  // every model tensor -> the node whose part of the model it is
+  // Per node, everything about its stage: the layers it runs, whether it embeds or computes logits, every
+  // tensor whose bytes it holds (model::tensors_needed: rope factors and a tied head's copy included),
+  // its cache shape and threads. Loading, binding and the worker's checks read this and nothing else.
+  std::vector<model::StageConfig> node_stages;
   std::vector<std::string> decisions;  // what was decided and why (logged at startup)
   std::vector<std::string> warnings;
 
   // Layers owned by `node`, as flags per layer.
   std::vector<uint8_t> owned_by(int32_t node) const;
-  // Names of the tensors whose bytes `node` needs: those homed there, then its extra_tensors.
-  std::vector<std::string> tensors_on(int32_t node) const;
+  // Names of the tensors whose bytes `node` holds (node_stages[node].tensors).
+  const std::vector<std::string>& tensors_on(int32_t node) const;
 };
 
 // Why make_plan refused, for exit statuses (the CLI maps kStrictPlacement to 2).
@@ -126,10 +114,10 @@ enum class PlanErrorKind {
 Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
                        PlanErrorKind* error_kind = nullptr);
 
-// This machine as a node: usable memory from cgroup limits and /proc/meminfo.
+// This machine as a node: usable memory and limit from cgroup limits and /proc/meminfo (nodes.cpp).
 Node local_node(int32_t threads);
-// A worker as a node (name = endpoint).
-Node worker_node(std::string endpoint, uint64_t memory_limit, int32_t threads);
+// A worker as a node (name = endpoint), from the memory it reports.
+Node worker_node(std::string endpoint, uint64_t memory_usable, int32_t threads, uint64_t memory_limit = kUnlimited);
 
 // The plan as a table (one row per node), then transfers, decisions and warnings.
 std::string render(const Plan& plan);

@@ -94,21 +94,14 @@ Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes
   for (const model::Model::Tensor& t : tensors) {
     p.tensor_home[t.decl.name] = t.decl.layer < 0 ? p.input_node : owner[std::min(t.decl.layer, n_layer)];
   }
-  p.extra_tensors.resize(nodes.size());
-  const auto extra = detail::extra_tensor_indices(model, nodes.size(), owner);
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    for (size_t t : extra[n]) p.extra_tensors[n].push_back(tensors[t].decl.name);
-  }
-  p.bytes = detail::node_bytes(model, nodes, request, owner);
+  p.node_stages = detail::node_stages(model, nodes, request, owner);
+  for (const model::StageConfig& s : p.node_stages) p.bytes.push_back(model::stage_bytes(model, s));
 
   p.decisions.push_back(flags->decision);
   for (std::string& d : res->decisions) p.decisions.push_back(std::move(d));
-  for (size_t n = 1; n < nodes.size(); ++n) {
-    for (const std::string& name : p.extra_tensors[n]) {
-      if (name != "token_embd.weight") continue;
-      p.decisions.push_back(fmt::format("the output head is tied to token_embd.weight: {} holds a copy of it besides {}",
-                                        detail::node_label(nodes, static_cast<int32_t>(n)), detail::node_label(nodes, 0)));
-    }
+  if (!model.has_output_weight() && p.output_node != p.input_node) {
+    p.decisions.push_back(fmt::format("the output head is tied to token_embd.weight: {} holds a copy of it besides {}",
+                                      detail::node_label(nodes, p.output_node), detail::node_label(nodes, 0)));
   }
   for (auto* list : {&flags->warnings, &pins->warnings, &res->warnings}) {
     for (std::string& w : *list) p.warnings.push_back(std::move(w));

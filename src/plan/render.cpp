@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <sstream>
 
-#include "base/system.h"
 #include "plan/internal.h"
 
 namespace strata::plan {
@@ -68,49 +67,13 @@ std::string placement_summary(const std::vector<Node>& nodes, const std::vector<
 
 }  // namespace detail
 
-std::vector<uint8_t> Plan::owned_by(int32_t node) const {
-  std::vector<uint8_t> owned(layer_owner.size());
-  for (size_t i = 0; i < layer_owner.size(); ++i) owned[i] = layer_owner[i] == node;
-  return owned;
-}
-
-std::vector<std::string> Plan::tensors_on(int32_t node) const {
-  std::vector<std::string> names;
-  for (const auto& [name, home] : tensor_home) {
-    if (home == node) names.push_back(name);
-  }
-  if (node >= 0 && node < static_cast<int32_t>(extra_tensors.size())) {
-    for (const std::string& name : extra_tensors[node]) {
-      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-    }
-  }
-  return names;
-}
-
-Node local_node(int32_t threads) {
-  Node n;
-  n.name = "local";
-  n.threads = threads;
-  n.memory_limit = read_memory_facts().available;
-  return n;
-}
-
-Node worker_node(std::string endpoint, uint64_t memory_limit, int32_t threads) {
-  Node n;
-  n.name = endpoint;
-  n.endpoint = std::move(endpoint);
-  n.memory_limit = memory_limit;
-  n.threads = threads;
-  return n;
-}
-
 std::string render(const Plan& p) {
   using detail::human_bytes;
   struct Row {
     std::string cells[8];
   };
   std::vector<Row> rows;
-  rows.push_back({{"node", "layers", "count", "weights", "KV", "state", "scratch", "total / limit"}});
+  rows.push_back({{"node", "layers", "count", "weights", "KV", "state", "scratch", "total / usable"}});
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     const int32_t node = static_cast<int32_t>(n);
     std::vector<int32_t> layers;
@@ -122,7 +85,7 @@ std::string render(const Plan& p) {
     if (node == p.output_node) owned = owned.empty() ? "output" : owned + " + output";
     if (owned.empty()) owned = "-";
     const NodeBytes b = n < p.bytes.size() ? p.bytes[n] : NodeBytes{};
-    const std::string limit = p.nodes[n].memory_limit == kUnlimited ? "unlimited" : human_bytes(p.nodes[n].memory_limit);
+    const std::string limit = p.nodes[n].memory_usable == kUnlimited ? "unlimited" : human_bytes(p.nodes[n].memory_usable);
     rows.push_back({{detail::node_label(p.nodes, node), owned, fmt::format("{}", layers.size()), human_bytes(b.weights),
                      human_bytes(b.kv), human_bytes(b.state), human_bytes(b.scratch),
                      human_bytes(b.total()) + " / " + limit}});

@@ -29,7 +29,7 @@ std::vector<float> memory_ratios(const std::vector<Node>& nodes, const std::vect
   constexpr uint64_t kUnit = uint64_t{256} << 20;
   std::vector<float> r;
   for (int32_t d : devices) {
-    const uint64_t m = nodes[d].memory_limit;
+    const uint64_t m = nodes[d].memory_usable;
     r.push_back(static_cast<float>(m == kUnlimited || m < kUnit ? m : m / kUnit * kUnit));
   }
   return r;
@@ -40,7 +40,7 @@ std::string memory_list(const std::vector<Node>& nodes, const std::vector<int32_
   for (int32_t d : devices) {
     if (!s.empty()) s += ", ";
     s += node_label(nodes, d) + " " +
-         (nodes[d].memory_limit == kUnlimited ? std::string("unlimited") : human_bytes(nodes[d].memory_limit));
+         (nodes[d].memory_usable == kUnlimited ? std::string("unlimited") : human_bytes(nodes[d].memory_usable));
   }
   return s;
 }

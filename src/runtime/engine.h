@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "model/stage_runner.h"
-#include "net/credentials.h"
-#include "net/remote_node.h"
+#include "exec/local_executor.h"
+#include "exec/stage_executor.h"
+#include "net/link_security.h"
 #include "plan/plan.h"
 #include "text/vocab.h"
 
@@ -26,6 +26,7 @@ struct ClusterOptions {
   net::LinkSecurity security;
   int32_t timeout_ms = 30000;             // deadline of every call to a worker
   int32_t worker_threads = 0;             // threads each worker uses (0: its own -t)
+  exec::Connector connect;                // opens a worker's executor; empty: gRPC (net::grpc_connector)
 };
 
 struct EngineOptions {
@@ -40,7 +41,9 @@ struct EngineOptions {
 // What the planner is asked for these options (the default context resolved against the model).
 plan::Request plan_request(const EngineOptions& options, const model::HParams& hp);
 // A worker as a planner node, from the facts it reports.
-Result<plan::Node> worker_node(net::RemoteNode& link, const ClusterOptions& cluster);
+Result<plan::Node> worker_node(exec::StageExecutor& worker, const ClusterOptions& cluster);
+// The connector the options ask for (gRPC unless cluster.connect is set).
+exec::Connector connector(const ClusterOptions& cluster);
 
 // Per-node load outcome, for logs and tests.
 struct NodeLoad {
@@ -60,10 +63,10 @@ class Engine {
   const text::Vocab& vocab() const { return *vocab_; }
   const plan::Plan& plan() const { return plan_; }
   const std::vector<NodeLoad>& loads() const { return loads_; }
-  int32_t n_ctx_per_seq() const { return local_->config().n_ctx_per_seq; }
-  int32_t n_seq() const { return local_->config().n_seq; }
-  int32_t n_batch() const { return local_->config().n_batch; }
-  int32_t n_threads() const { return local_->config().n_threads; }
+  int32_t n_ctx_per_seq() const { return runner().config().n_ctx_per_seq; }
+  int32_t n_seq() const { return runner().config().n_seq; }
+  int32_t n_batch() const { return runner().config().n_batch; }
+  int32_t n_threads() const { return runner().config().n_threads; }
   int32_t n_vocab() const { return hparams().n_vocab; }
 
   // Runs one batch through every stage. Returns the logits (n_vocab floats per row) of the rows
@@ -73,7 +76,7 @@ class Engine {
   // a remote output stage then sends just those and the other entries come back as -inf.
   Result<std::vector<float>> decode(const model::Batch& batch, int32_t top_k = 0);
 
-  int32_t n_past(int32_t seq) const { return local_->n_past(seq); }
+  int32_t n_past(int32_t seq) const { return runner().n_past(seq); }
 
   // Worker health as the heartbeat last saw it (every 2 s): reachable, and the ping round trip.
   struct NodeHealth {
@@ -88,39 +91,31 @@ class Engine {
   Status copy_seq(int32_t src, int32_t dst);
 
  private:
-  struct Remote {
-    int32_t node;
-    std::unique_ptr<net::RemoteNode> link;
-    v1::StageSpec spec;
-  };
-  struct Hop {
-    int32_t node, first, end;
-    bool output;
-  };
-
   Engine() = default;
-  Status load_remote(Remote& r);
+  Status load_node(int32_t node);
   Status recover();
   Status recover_or_fail_fast();
-  Status for_each_remote_seq_op(v1::SeqOpRequest::Op op, int32_t seq, int32_t p0, int32_t dst);
+  Status seq_op_everywhere(exec::SeqOp op, int32_t seq, int32_t p0, int32_t dst);
   Result<std::vector<float>> run_hops(const model::Batch& batch, std::vector<float>& hidden, int32_t top_k);
-  Remote* remote_for(int32_t node);
+  void heartbeat();
+  const model::StageRunner& runner() const { return local_->runner(); }
 
   EngineOptions options_;
   std::shared_ptr<const model::Model> model_;
   std::shared_ptr<const text::Vocab> vocab_;
   plan::Plan plan_;
   plan::Request request_;
-  std::unique_ptr<model::StageRunner> local_;
-  std::vector<Remote> remotes_;
-  std::vector<Hop> hops_;
+  std::vector<std::unique_ptr<exec::StageExecutor>> nodes_;  // per plan node; nodes_[0] is local_
+  exec::LocalExecutor* local_ = nullptr;
+  std::vector<exec::StageLoad> stage_loads_;  // per plan node, kept to reload a restarted worker
+  std::vector<exec::Hop> hops_;               // execution order: the plan's stages, then the output head
   std::vector<NodeLoad> loads_;
   std::vector<float> hidden_;
   bool broken_ = false;  // a worker failed mid-batch: caches may disagree until recover()
 
   std::mutex mu_;
   mutable std::mutex health_mu_;
-  std::vector<NodeHealth> health_;
+  std::vector<NodeHealth> health_;  // per worker (nodes_[1..])
   std::atomic<bool> stop_{false};
   std::thread heartbeat_;
 };

@@ -25,7 +25,7 @@ nlohmann::json cluster_json(const runtime::Engine& engine, const Scheduler& sche
                      {"output", p.output_node == static_cast<int32_t>(n)},
                      {"bytes", {{"weights", b.weights}, {"kv", b.kv}, {"state", b.state}, {"scratch", b.scratch},
                                 {"total", b.total()}}},
-                     {"memory_limit", p.nodes[n].memory_limit == plan::kUnlimited ? json(nullptr) : json(p.nodes[n].memory_limit)},
+                     {"memory_limit", p.nodes[n].memory_usable == plan::kUnlimited ? json(nullptr) : json(p.nodes[n].memory_usable)},
                      {"threads", p.nodes[n].threads},
                      {"up", up},
                      {"ping_ms", ping_ms}});

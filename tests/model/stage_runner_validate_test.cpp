@@ -24,6 +24,7 @@ std::unique_ptr<StageRunner> stories_runner(const std::string& path) {
   config.n_seq = 2;
   config.n_ctx_per_seq = 32;
   config.n_batch = 16;
+  config.tensors = tensors_needed(**model, config.owned, true, true);
   auto runner = StageRunner::create(*model, config);
   EXPECT_TRUE(runner.ok()) << runner.error().message;
   return runner.ok() ? std::move(runner).value() : nullptr;

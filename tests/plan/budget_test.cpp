@@ -97,10 +97,14 @@ TEST_F(BudgetTest, tied_output_counts_token_embd_on_output_node) {
   EXPECT_EQ(p->output_node, 2);
   EXPECT_EQ(p->tensor_home.count("output.weight"), 0u);
   EXPECT_EQ(p->tensor_home.at("token_embd.weight"), 0);
-  ASSERT_EQ(p->extra_tensors.size(), 3u);
-  EXPECT_TRUE(p->extra_tensors[0].empty());
-  EXPECT_TRUE(p->extra_tensors[1].empty());
-  EXPECT_EQ(p->extra_tensors[2], std::vector<std::string>{"token_embd.weight"});
+  auto holds = [](const Plan& plan, int32_t node, const std::string& name) {
+    const auto& on = plan.tensors_on(node);
+    return std::find(on.begin(), on.end(), name) != on.end();
+  };
+  ASSERT_EQ(p->node_stages.size(), 3u);
+  EXPECT_TRUE(holds(*p, 0, "token_embd.weight"));   // the coordinator embeds
+  EXPECT_FALSE(holds(*p, 1, "token_embd.weight"));
+  EXPECT_TRUE(holds(*p, 2, "token_embd.weight"));   // the tied head's copy
   const auto on_w2 = p->tensors_on(2);
   EXPECT_NE(std::find(on_w2.begin(), on_w2.end(), "token_embd.weight"), on_w2.end());
   EXPECT_NE(std::find(on_w2.begin(), on_w2.end(), "output_norm.weight"), on_w2.end());
@@ -121,11 +125,12 @@ TEST_F(BudgetTest, tied_output_counts_token_embd_on_output_node) {
   auto q = make_plan(*tied_, two_workers(), request({1, 1}, 0));
   ASSERT_TRUE(q.ok()) << q.error().message;
   EXPECT_EQ(q->output_node, 0);
-  for (const auto& e : q->extra_tensors) EXPECT_TRUE(e.empty());
+  EXPECT_FALSE(holds(*q, 1, "token_embd.weight"));
+  EXPECT_FALSE(holds(*q, 2, "token_embd.weight"));
   // Untied model: no copy either.
   auto u = make_plan(*model_, two_workers(), request({1, 1}));
   ASSERT_TRUE(u.ok());
-  for (const auto& e : u->extra_tensors) EXPECT_TRUE(e.empty());
+  EXPECT_FALSE(holds(*u, 2, "token_embd.weight"));
   // The copy is part of the budget: a W2 limit that fits the untied head's share but not the copy.
   const uint64_t w2_need = p->bytes[2].total();
   auto tight = make_plan(*tied_, two_workers(64 * kGiB, w2_need - embd / 2), request({1, 1}));

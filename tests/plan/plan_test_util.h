@@ -78,7 +78,7 @@ inline std::shared_ptr<const model::Model> make_model(const TinyLlama& s, const 
 inline Node local(uint64_t memory = 64 * kGiB) {
   Node n;
   n.name = "local";
-  n.memory_limit = memory;
+  n.memory_usable = memory;
   n.threads = 4;
   return n;
 }

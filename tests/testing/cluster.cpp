@@ -129,7 +129,7 @@ v1::StageSpec whole_model_spec(const model::Model& model, const std::string& mod
   auto metadata = net::metadata_image(model.file());
   EXPECT_TRUE(sha.ok() && metadata.ok());
   if (!p.ok() || !sha.ok() || !metadata.ok()) return {};
-  return net::make_stage_spec(model, *p, 1, session, *sha, *metadata, req, 1);
+  return net::make_stage_spec(model, *p, 1, session, *sha, *metadata);
 }
 
 }  // namespace strata::testing

@@ -1,0 +1,55 @@
+#include "exec/local_executor.h"
+
+#include "base/system.h"
+
+namespace strata::exec {
+
+StageLoad stage_load(const plan::Plan& plan, int32_t node, std::shared_ptr<const model::Model> model,
+                     const std::string& model_path, const std::string& session) {
+  StageLoad l;
+  l.model = std::move(model);
+  l.model_path = model_path;
+  l.stage = plan.node_stages.at(static_cast<size_t>(node));
+  l.session = session;
+  for (size_t n = 1; n < plan.nodes.size(); ++n) {
+    if (static_cast<int32_t>(n) != node) l.forward_to.push_back(plan.nodes[n].endpoint);
+  }
+  return l;
+}
+
+Result<NodeFacts> LocalExecutor::hello() {
+  const MemoryFacts mem = read_memory_facts();
+  NodeFacts f;
+  f.cpu_features = cpu_features();
+  f.threads = hardware_threads();
+  f.memory_limit = mem.limit;
+  f.memory_available = mem.available;
+  f.cgroup_limited = mem.cgroup_limited;
+  return f;
+}
+
+Result<uint64_t> LocalExecutor::load(const StageLoad& load, const ProgressFn&) {
+  STRATA_ASSIGN(runner_, model::StageRunner::create(load.model, load.stage));
+  return uint64_t{0};  // the weights are mapped from the file, nothing is sent
+}
+
+Result<std::vector<float>> LocalExecutor::run(std::span<const Hop> hops, const model::Batch& batch,
+                                              std::vector<float>& hidden, int32_t) {
+  if (!runner_) return make_error("local: no stage loaded");
+  if (hops.size() != 1 || hops[0].node != this) return make_error("local: a hop chain must start and end here");
+  STRATA_TRY(runner_->run_layers(batch, hops[0].first, hops[0].end, hidden.data()));
+  if (!hops[0].output) return std::vector<float>{};
+  return runner_->logits(batch, hidden.data());
+}
+
+Status LocalExecutor::seq_op(SeqOp op, int32_t seq, int32_t p0, int32_t dst) {
+  if (!runner_) return make_error("local: no stage loaded");
+  switch (op) {
+    case SeqOp::kClear: return runner_->clear_seq(seq);
+    case SeqOp::kRemoveFrom: return runner_->remove_from(seq, p0);
+    case SeqOp::kCopy: return runner_->copy_seq(seq, dst);
+  }
+  return make_error("local: unknown sequence operation");
+}
+
+}  // namespace strata::exec

@@ -1,0 +1,28 @@
+// The executor of this machine's own stage: a StageRunner in this process.
+#pragma once
+
+#include "exec/stage_executor.h"
+#include "model/stage_runner.h"
+
+namespace strata::exec {
+
+class LocalExecutor final : public StageExecutor {
+ public:
+  const std::string& name() const override { return name_; }
+  Result<NodeFacts> hello() override;
+  Result<uint64_t> load(const StageLoad& load, const ProgressFn& progress) override;
+  Result<std::vector<float>> run(std::span<const Hop> hops, const model::Batch& batch, std::vector<float>& hidden,
+                                 int32_t top_k) override;
+  Status seq_op(SeqOp op, int32_t seq, int32_t p0, int32_t dst) override;
+  Result<bool> ping() override { return true; }
+
+  // The runner (after load): the engine validates, embeds and records positions with it.
+  model::StageRunner& runner() { return *runner_; }
+  const model::StageRunner& runner() const { return *runner_; }
+
+ private:
+  std::string name_ = "local";
+  std::unique_ptr<model::StageRunner> runner_;
+};
+
+}  // namespace strata::exec

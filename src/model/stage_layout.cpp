@@ -1,0 +1,147 @@
+#include "model/stage_layout.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "model/delta_rule.h"
+
+namespace strata::model {
+namespace {
+
+constexpr std::string_view kRopeFreqs = "rope_freqs.weight";
+constexpr std::string_view kTokenEmbd = "token_embd.weight";
+constexpr std::string_view kOutput = "output.weight";
+
+// The tensor is read by a stage with these roles.
+bool reads(const Model::Tensor& t, int32_t n_layer, const std::vector<uint8_t>& owned, bool runs_layers, bool input,
+           bool output, bool tied) {
+  const TensorDecl& d = t.decl;
+  if (d.layer >= 0 && d.layer < n_layer) return owned[d.layer] != 0;
+  if (d.name == kRopeFreqs) return runs_layers;
+  if (d.layer == kInputLayer) return input || (output && tied && d.name == kTokenEmbd);
+  return output;
+}
+
+// Floats of the Scratch buffers the layers kinds of this stage grow (each buffer to its largest use).
+struct ScratchFloats {
+  uint64_t persistent = 0;  // Scratch members: kept across layers and calls
+  uint64_t transient = 0;   // the largest sublayer's temporaries (quantized inputs, routing, tiles)
+};
+
+uint64_t u(int64_t v) { return static_cast<uint64_t>(std::max<int64_t>(0, v)); }
+
+ScratchFloats layer_scratch(const HParams& hp, const StageConfig& stage, bool gated, bool moe) {
+  const uint64_t T = u(stage.n_batch), E = u(hp.n_embd), threads = u(std::max(1, stage.n_threads));
+  const uint64_t qw = u(int64_t{hp.n_head} * hp.head_dim_k), ow = u(int64_t{hp.n_head} * hp.head_dim_v);
+  const uint64_t kw = u(hp.n_embd_k_gqa()), vw = u(hp.n_embd_v_gqa());
+  bool attention = false, recurrent = false;
+  for (size_t il = 0; il < stage.owned.size(); ++il) {
+    if (!stage.owned[il]) continue;
+    (hp.is_recurrent(static_cast<int>(il)) ? recurrent : attention) = true;
+  }
+  // Buffer by buffer, the largest size any sublayer of this stage gives it (blocks.h: Scratch).
+  uint64_t gate = 0, up = 0, attn = 0;
+  ScratchFloats f;
+  f.persistent = 2 * T * E;  // norm, proj
+  uint64_t widest_input = std::max(E, ow);
+  if (attention) {
+    f.persistent += T * (qw + kw + vw) + (gated ? T * 2 * qw : 0);  // q, k, v, qg
+    attn = T * (gated ? qw : ow);
+    if (gated) gate = T * qw;
+    // Per-thread query tiles (attention.cpp: at most 32 rows of head_dim each) and the token order.
+    f.transient = std::max(f.transient, threads * 32 * (u(hp.head_dim_k) + 5) + 3 * T);
+  }
+  if (recurrent) {
+    const uint64_t C = u(hp.ssm_conv_channels()), V = u(hp.ssm_inner_size), Hv = u(hp.ssm_n_v_heads);
+    const uint64_t dv = u(hp.ssm_head_v_dim()), chunk = u(kDeltaChunk);
+    f.persistent += T * (2 * C + 2 * V + 2 * Hv) + T * std::max(C + V, 2 * Hv);  // mix, conv, z, delta, beta, decay, ba
+    widest_input = std::max(widest_input, V);
+    // Each task's chunked delta-rule work area (delta_rule.cpp) and the rows grouped by sequence.
+    f.transient = std::max(f.transient, threads * (chunk + 2 * chunk * chunk + chunk * dv) + 2 * T);
+  }
+  if (moe) {
+    const uint64_t X = u(hp.n_expert), R = T * u(hp.n_expert_used), F = u(hp.n_ff_expert);
+    const uint64_t S = u(hp.n_ff_shared_expert);
+    f.persistent += T * X + R * (2 * E + 2 * F + F) + (S > 0 ? T * E : 0);  // router, expert_in/out, gate(|up), up, shared
+    gate = std::max(gate, T * S);
+    up = std::max(up, T * S);
+    widest_input = std::max(widest_input, S);
+    // Gathered rows quantized for gate/up and down (f32 at most), the sort by expert and the routing.
+    f.transient = std::max(f.transient, R * (E + F) + 2 * (2 * X + 2 * R) + 2 * R + 2 * X);
+  } else if (hp.n_ff > 0) {
+    gate = std::max(gate, T * u(hp.n_ff));
+    up = std::max(up, T * u(hp.n_ff));
+    widest_input = std::max(widest_input, u(hp.n_ff));
+  }
+  f.persistent += gate + up + attn;
+  // A sublayer keeps its normed input quantized (two weight formats at most) while the second
+  // projection's input is quantized too; f32 bounds every activation format.
+  f.transient += 2 * T * E + T * widest_input;
+  return f;
+}
+
+bool any_owned(const std::vector<uint8_t>& owned) {
+  return std::any_of(owned.begin(), owned.end(), [](uint8_t o) { return o != 0; });
+}
+
+}  // namespace
+
+std::vector<std::string> tensors_needed(const Model& model, const std::vector<uint8_t>& owned, bool input, bool output) {
+  const int32_t n_layer = model.hparams().n_layer;
+  std::vector<std::string> names;
+  if (static_cast<int32_t>(owned.size()) != n_layer) return names;
+  const bool runs_layers = any_owned(owned);
+  const bool tied = !model.has_output_weight();
+  for (const Model::Tensor& t : model.tensors()) {
+    if (reads(t, n_layer, owned, runs_layers, input, output, tied)) names.push_back(t.decl.name);
+  }
+  return names;
+}
+
+memory::KvConfig kv_config(const HParams& hp, const Architecture& arch, const StageConfig& stage) {
+  memory::KvConfig kv;
+  kv.n_layer = hp.n_layer;
+  kv.layer_has_kv.assign(static_cast<size_t>(std::max(0, hp.n_layer)), 0);
+  for (int il = 0; il < hp.n_layer && il < static_cast<int>(stage.owned.size()); ++il) {
+    kv.layer_has_kv[il] = stage.owned[il] && arch.layer_has_kv(hp, il) ? 1 : 0;
+  }
+  kv.n_embd_k = hp.n_embd_k_gqa();
+  kv.n_embd_v = hp.n_embd_v_gqa();
+  kv.n_seq = stage.n_seq;
+  kv.n_ctx_per_seq = stage.n_ctx_per_seq;
+  return kv;
+}
+
+uint64_t scratch_bytes(const HParams& hp, const StageConfig& stage) {
+  const uint64_t T = u(stage.n_batch), E = u(hp.n_embd), V = u(hp.n_vocab);
+  uint64_t floats = T * E;  // the hidden rows the stage runs on
+  if (any_owned(stage.owned)) {
+    const ScratchFloats f = layer_scratch(hp, stage, hp.has_recurrent_layers(), hp.n_expert > 0);
+    floats += f.persistent + f.transient;
+  }
+  if (stage.output) floats += T * (E + V);  // normed rows, logits
+  if (stage.input && !stage.output) floats += T * V;  // logits arriving from the output node
+  return sat_mul(floats, sizeof(float));
+}
+
+StageBytes stage_bytes(const HParams& hp, const Architecture& arch, const StageConfig& stage, uint64_t weight_bytes) {
+  StageBytes b;
+  b.weights = weight_bytes;
+  b.kv = memory::KvCache::bytes_needed(kv_config(hp, arch, stage));
+  for (int il = 0; il < hp.n_layer && il < static_cast<int>(stage.owned.size()); ++il) {
+    if (stage.owned[il]) b.state = sat_add(b.state, arch.recurrent_state_bytes(hp, il, stage.n_seq));
+  }
+  b.scratch = scratch_bytes(hp, stage);
+  return b;
+}
+
+StageBytes stage_bytes(const Model& model, const StageConfig& stage) {
+  const std::unordered_set<std::string_view> listed(stage.tensors.begin(), stage.tensors.end());
+  uint64_t weights = 0;
+  for (const Model::Tensor& t : model.tensors()) {
+    if (listed.count(t.decl.name)) weights = sat_add(weights, t.info->nbytes);
+  }
+  return stage_bytes(model.hparams(), model.architecture(), stage, weights);
+}
+
+}  // namespace strata::model

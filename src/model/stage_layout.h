@@ -1,0 +1,52 @@
+// What one node's stage is (the layers it runs, whether it embeds tokens or computes logits, the
+// tensors it holds, its cache shape) and what that costs in memory. The planner fills a StageConfig
+// per node; the coordinator's runner, the worker's admission check and the runner itself size their
+// memory with stage_bytes, so the three can never disagree.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/checked.h"
+#include "memory/kv_cache.h"
+#include "model/model.h"
+
+namespace strata::model {
+
+struct StageConfig {
+  std::vector<uint8_t> owned;        // per layer: 1 when this node runs it
+  bool input = false;                // embeds the batch's tokens
+  bool output = false;               // computes the logits (output norm + head)
+  std::vector<std::string> tensors;  // every tensor whose bytes this node holds, as the plan lists them
+  int32_t n_seq = 1;
+  int32_t n_ctx_per_seq = 0;
+  int32_t n_batch = 512;
+  int32_t n_threads = 1;
+};
+
+struct StageBytes {
+  uint64_t weights = 0;
+  uint64_t kv = 0;
+  uint64_t state = 0;    // recurrent state (conv + delta-rule matrices)
+  uint64_t scratch = 0;  // working memory of the largest batch (scratch_bytes)
+  uint64_t total() const { return sat_add(sat_add(weights, kv), sat_add(state, scratch)); }
+};
+
+// The one rule for which tensors a stage reads: the tensors of the layers it runs, rope_freqs when it
+// runs any layer (every attention layer reads it), the input tensors when it embeds, the output norm
+// and head when it computes logits (token_embd too when the head is tied to it). Declaration order.
+std::vector<std::string> tensors_needed(const Model& model, const std::vector<uint8_t>& owned, bool input, bool output);
+
+// The KV cache of the stage's attention layers.
+memory::KvConfig kv_config(const HParams& hp, const Architecture& arch, const StageConfig& stage);
+
+// Peak working memory of one batch of stage.n_batch rows: the Scratch buffers the layers grow, the
+// per-call quantized activations, routing and per-thread tiles, the hidden rows and the logits.
+uint64_t scratch_bytes(const HParams& hp, const StageConfig& stage);
+
+// Weights (the listed tensors' bytes, from `infos`), KV cache, recurrent state and scratch.
+StageBytes stage_bytes(const HParams& hp, const Architecture& arch, const StageConfig& stage, uint64_t weight_bytes);
+StageBytes stage_bytes(const Model& model, const StageConfig& stage);
+
+}  // namespace strata::model

@@ -1,0 +1,146 @@
+#include "net/grpc_executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "net/candidates.h"
+#include "net/model_identity.h"
+#include "net/remote_node.h"
+#include "net/stage_spec.h"
+
+namespace strata::net {
+namespace {
+
+// The model's identity, computed once per file however many workers load from it.
+struct Identity {
+  std::string sha256;
+  std::vector<uint8_t> metadata;
+};
+Result<Identity> identity_of(const exec::StageLoad& load) {
+  static std::mutex mu;
+  static std::map<std::string, Identity> known;
+  std::lock_guard lock(mu);
+  if (auto it = known.find(load.model_path); it != known.end()) return it->second;
+  Identity id;
+  STRATA_ASSIGN(id.sha256, file_sha256(load.model_path, default_cache_dir()));
+  STRATA_ASSIGN(id.metadata, metadata_image(load.model->file()));
+  known[load.model_path] = id;
+  return id;
+}
+
+v1::SeqOpRequest::Op to_proto(exec::SeqOp op) {
+  switch (op) {
+    case exec::SeqOp::kClear: return v1::SeqOpRequest::CLEAR;
+    case exec::SeqOp::kRemoveFrom: return v1::SeqOpRequest::REMOVE_FROM;
+    case exec::SeqOp::kCopy: return v1::SeqOpRequest::COPY;
+  }
+  return v1::SeqOpRequest::CLEAR;
+}
+
+class GrpcExecutor final : public exec::StageExecutor {
+ public:
+  explicit GrpcExecutor(std::unique_ptr<RemoteNode> link) : link_(std::move(link)) {}
+
+  const std::string& name() const override { return link_->endpoint(); }
+  Result<exec::NodeFacts> hello() override { return link_->hello(); }
+
+  Result<uint64_t> load(const exec::StageLoad& load, const exec::ProgressFn& progress) override {
+    STRATA_ASSIGN(Identity id, identity_of(load));
+    spec_ = to_stage_spec(*load.model, load.stage, load.session, id.sha256, id.metadata, load.forward_to);
+    n_embd_ = load.model->hparams().n_embd;
+    n_vocab_ = load.model->hparams().n_vocab;
+    return link_->load(spec_, load.model->file(), progress);
+  }
+
+  Result<std::vector<float>> run(std::span<const exec::Hop> hops, const model::Batch& batch, std::vector<float>& hidden,
+                                 int32_t top_k) override;
+
+  bool can_chain_to(const exec::StageExecutor& next) const override {
+    return dynamic_cast<const GrpcExecutor*>(&next) != nullptr;
+  }
+  Status seq_op(exec::SeqOp op, int32_t seq, int32_t p0, int32_t dst) override {
+    return link_->seq_op(spec_.session(), to_proto(op), seq, p0, dst);
+  }
+  Result<bool> ping() override { return link_->ping(spec_.session()); }
+  void end() override {
+    if (!spec_.session().empty()) link_->end_session(spec_.session());
+  }
+
+  const std::string& session() const { return spec_.session(); }
+
+ private:
+  Result<std::vector<float>> take_logits(const v1::ForwardReply& reply, const model::Batch& batch, int32_t top_k,
+                                         const std::string& last) const;
+
+  std::unique_ptr<RemoteNode> link_;
+  v1::StageSpec spec_;
+  int64_t n_embd_ = 0;
+  int32_t n_vocab_ = 0;
+};
+
+Result<std::vector<float>> GrpcExecutor::run(std::span<const exec::Hop> hops, const model::Batch& batch,
+                                             std::vector<float>& hidden, int32_t top_k) {
+  // One request: this worker runs the first hop and forwards to the next workers itself.
+  v1::ForwardRequest req;
+  for (size_t j = 0; j < hops.size(); ++j) {
+    const auto* node = dynamic_cast<const GrpcExecutor*>(hops[j].node);
+    if (!node) return make_error("worker {}: hop {} is not a gRPC worker", name(), j);
+    v1::Hop* hop = j == 0 ? req.mutable_hop() : req.add_next();
+    hop->set_endpoint(node->name());
+    hop->set_session(node->session());
+    hop->set_first_layer(hops[j].first);
+    hop->set_end_layer(hops[j].end);
+    hop->set_output(hops[j].output);
+    hop->set_again(hops[j].again);
+  }
+  for (int64_t t = 0; t < batch.size(); ++t) {
+    req.add_pos(batch.pos[t]);
+    req.add_seq(batch.seq[t]);
+  }
+  req.set_want_logits(std::string(batch.logits.begin(), batch.logits.end()));
+  if (top_k > 0) req.set_top_k(static_cast<uint32_t>(top_k));
+  const std::string_view bytes(reinterpret_cast<const char*>(hidden.data()), hidden.size() * sizeof(float));
+  STRATA_ASSIGN(v1::ForwardReply reply, link_->forward(req, bytes));
+  const std::string& last = hops.back().node->name();
+  if (hops.back().output) return take_logits(reply, batch, top_k, last);
+  const size_t row_bytes = static_cast<size_t>(n_embd_) * sizeof(float);
+  if (reply.hidden().size() != static_cast<size_t>(batch.size()) * row_bytes) {
+    return make_error("worker {}: hidden state of {} bytes, expected {}", last, reply.hidden().size(),
+                      static_cast<size_t>(batch.size()) * row_bytes);
+  }
+  std::memcpy(hidden.data(), reply.hidden().data(), reply.hidden().size());
+  return std::vector<float>{};
+}
+
+Result<std::vector<float>> GrpcExecutor::take_logits(const v1::ForwardReply& reply, const model::Batch& batch,
+                                                     int32_t top_k, const std::string& last) const {
+  const int64_t n_out = std::count(batch.logits.begin(), batch.logits.end(), 1);
+  // A worker that does not know top_k (an older build) sends whole rows: take those.
+  if (top_k > 0 && reply.logits().empty()) {
+    auto rows = unpack_candidates(reply.candidates(), n_out, n_vocab_, static_cast<uint32_t>(top_k));
+    if (!rows.ok()) return make_error("worker {}: {}", last, rows.error().message);
+    return rows;
+  }
+  if (reply.logits().size() != static_cast<size_t>(n_out) * n_vocab_ * sizeof(float)) {
+    return make_error("worker {}: logits of {} bytes, expected {} rows", last, reply.logits().size(), n_out);
+  }
+  std::vector<float> logits(reply.logits().size() / sizeof(float));
+  std::memcpy(logits.data(), reply.logits().data(), reply.logits().size());
+  return logits;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<exec::StageExecutor>> connect_grpc_worker(const std::string& endpoint,
+                                                                 const LinkSecurity& security, int32_t timeout_ms) {
+  STRATA_ASSIGN(std::unique_ptr<RemoteNode> link, RemoteNode::connect(endpoint, security, timeout_ms));
+  return std::unique_ptr<exec::StageExecutor>(new GrpcExecutor(std::move(link)));
+}
+
+exec::Connector grpc_connector(const LinkSecurity& security, int32_t timeout_ms) {
+  return [security, timeout_ms](const std::string& endpoint) { return connect_grpc_worker(endpoint, security, timeout_ms); };
+}
+
+}  // namespace strata::net

@@ -1,0 +1,38 @@
+// Nodes as the planner sees them, and what a plan says about one node.
+#include "base/system.h"
+#include "plan/plan.h"
+
+namespace strata::plan {
+
+std::vector<uint8_t> Plan::owned_by(int32_t node) const {
+  std::vector<uint8_t> owned(layer_owner.size());
+  for (size_t i = 0; i < layer_owner.size(); ++i) owned[i] = layer_owner[i] == node;
+  return owned;
+}
+
+const std::vector<std::string>& Plan::tensors_on(int32_t node) const {
+  static const std::vector<std::string> none;
+  return node >= 0 && node < static_cast<int32_t>(node_stages.size()) ? node_stages[node].tensors : none;
+}
+
+Node local_node(int32_t threads) {
+  const MemoryFacts mem = read_memory_facts();
+  Node n;
+  n.name = "local";
+  n.threads = threads;
+  n.memory_usable = mem.available;
+  n.memory_limit = mem.limit;
+  return n;
+}
+
+Node worker_node(std::string endpoint, uint64_t memory_usable, int32_t threads, uint64_t memory_limit) {
+  Node n;
+  n.name = endpoint;
+  n.endpoint = std::move(endpoint);
+  n.memory_usable = memory_usable;
+  n.memory_limit = memory_limit;
+  n.threads = threads;
+  return n;
+}
+
+}  // namespace strata::plan
