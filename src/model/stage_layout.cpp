@@ -121,7 +121,9 @@ uint64_t scratch_bytes(const HParams& hp, const StageConfig& stage) {
   }
   if (stage.output) floats += T * (E + V);  // normed rows, logits
   if (stage.input && !stage.output) floats += T * V;  // logits arriving from the output node
-  return sat_mul(floats, sizeof(float));
+  // Plus the small per-call lists (matmul jobs, routing, thread-pool tasks) of any batch.
+  constexpr uint64_t kSmallAllocations = 16 << 10;
+  return sat_add(sat_mul(floats, sizeof(float)), kSmallAllocations);
 }
 
 StageBytes stage_bytes(const HParams& hp, const Architecture& arch, const StageConfig& stage, uint64_t weight_bytes) {
