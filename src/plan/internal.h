@@ -15,6 +15,10 @@ std::string human_bytes(uint64_t b);
 std::string ranges(const std::vector<int32_t>& layers);
 // "layer 5" / "layers 0-20, 25".
 std::string layers_phrase(const std::vector<int32_t>& layers);
+// "layers 3-5 and the output layer" (n_layer stands for the output layer).
+std::string layers_with_output(const std::vector<int32_t>& layers, int32_t n_layer);
+// "rule 'a=b'" / "rules 'a=b', 'c=d'".
+std::string rules_phrase(const std::vector<std::string>& rules);
 // How a node is shown: its name, else its endpoint, else "local".
 std::string node_label(const std::vector<Node>& nodes, int32_t node);
 // How to name a node in an -ot rule: "local" or host:port.
@@ -39,7 +43,7 @@ struct FlagSplit {
   bool explicit_flags = false;       // -ts (not all zero) or -ngl given: --strict-placement applies
   bool output_follows_last = false;  // memory split: the output goes where the last layer ends up
   std::string flag_text;             // "-ts 1,1", "-ngl 30", "the split by usable memory", ...
-  std::string decision;
+  Decision decision;
   std::vector<std::string> warnings;
 };
 Result<FlagSplit> split_by_flags(int32_t n_layer, const std::vector<Node>& nodes, const Request& request);
@@ -72,7 +76,7 @@ Result<Pins> match_pins(const model::Model& model, const std::vector<Node>& node
 // (kSplitLayer) and, with --strict-placement, pins that override -ts/-ngl (kStrictPlacement).
 struct Resolution {
   std::vector<int32_t> owner;
-  std::vector<std::string> decisions;
+  std::vector<Decision> decisions;
   std::vector<std::string> warnings;
 };
 Result<Resolution> resolve_layers(const model::Model& model, const std::vector<Node>& nodes, const Request& request,

@@ -118,26 +118,12 @@ struct Moved {
   std::vector<int32_t> layers;  // output layer = n_layer
 };
 
-std::string moved_layers(const Moved& m, int32_t n_layer) {
-  std::vector<int32_t> layers;
-  bool output = false;
-  for (int32_t il : m.layers) {
-    if (il >= n_layer) output = true;
-    else layers.push_back(il);
-  }
-  std::string s = layers.empty() ? "" : layers_phrase(layers);
-  if (output) s += s.empty() ? "the output layer" : " and the output layer";
-  return s;
-}
+std::string moved_layers(const Moved& m, int32_t n_layer) { return layers_with_output(m.layers, n_layer); }
 
 std::string rules_phrase(const Moved& m, const Pins& pins) {
-  std::string s = m.rules.size() == 1 ? "rule " : "rules ";
-  bool first = true;
-  for (int32_t r : m.rules) {
-    s += fmt::format("{}'{}'", first ? "" : ", ", pins.rule_text[r]);
-    first = false;
-  }
-  return s;
+  std::vector<std::string> rules;
+  for (int32_t r : m.rules) rules.push_back(pins.rule_text[r]);
+  return detail::rules_phrase(rules);
 }
 
 }  // namespace
@@ -335,7 +321,10 @@ Result<Resolution> resolve_layers(const model::Model& model, const std::vector<N
 
   if (moved.empty()) {
     if (!request.overrides.empty() && flags.explicit_flags) {
-      res.decisions.push_back(fmt::format("-ot pins agree with {}: no layer moved", flags.flag_text));
+      Decision d;
+      d.kind = Decision::Kind::kPinsAgree;
+      d.flags = flags.flag_text;
+      res.decisions.push_back(std::move(d));
     }
     return res;
   }
@@ -353,14 +342,20 @@ Result<Resolution> resolve_layers(const model::Model& model, const std::vector<N
                       conflicts, agree);
   }
   for (const Moved& m : moved) {
-    res.decisions.push_back(fmt::format(
-        "-ot decides {}: {} pins all {} tensors to {}, which owns {} weights, KV cache, recurrent state and compute; "
-        "{} had put {} on {}. A -ts that agrees: {}",
-        moved_layers(m, n_layer), rules_phrase(m, pins), m.layers.size() == 1 ? "its" : "their", node_label(nodes, m.to),
-        m.layers.size() == 1 ? "its" : "their", flags.flag_text, m.layers.size() == 1 ? "it" : "them",
-        node_label(nodes, m.from), agree));
+    Decision d;
+    d.kind = Decision::Kind::kPinMovedLayers;
+    d.flags = flags.flag_text;
+    d.layers = m.layers;
+    d.node = m.to;
+    d.from_node = m.from;
+    d.agreeing_flags = agree;
+    for (int32_t r : m.rules) d.rules.push_back(pins.rule_text[r]);
+    res.decisions.push_back(std::move(d));
   }
-  res.decisions.push_back("final placement: " + placement_summary(nodes, res.owner));
+  Decision final_placement;
+  final_placement.kind = Decision::Kind::kFinalPlacement;
+  final_placement.owner = res.owner;
+  res.decisions.push_back(std::move(final_placement));
   return res;
 }
 

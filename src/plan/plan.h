@@ -77,6 +77,31 @@ struct Request {
   bool strict_placement = false;          // an -ot pin that overrides -ts/-ngl is an error
 };
 
+// One thing the planner decided, and why: data for /v1/cluster and tests; describe() gives the sentence.
+struct Decision {
+  enum class Kind {
+    kSingleNode,      // no workers: every layer here
+    kSplitByMemory,   // no -ts/-ngl: layers split by usable memory
+    kSplitByFlags,    // -ts and/or -ngl placed the layers
+    kPinsAgree,       // -ot pins agree with the flags: nothing moved
+    kPinMovedLayers,  // -ot pins moved whole layers (weights, cache, state and compute) to a node
+    kFinalPlacement,  // where every layer ended up after the pins
+    kTiedHeadCopy,    // the output node holds a copy of token_embd for its tied head
+  };
+  Kind kind = Kind::kSingleNode;
+  std::string flags;               // the flags that decided: "-ts 1,1", "-ngl 30", "the split by usable memory"
+  std::string detail;              // how they applied: " over W1, W2", " (layers 21-39 + output offloaded ...)"
+  std::vector<int32_t> layers;     // the layers concerned (n_layer is the output head)
+  int32_t node = -1;               // where they went
+  int32_t from_node = -1;          // kPinMovedLayers: where the flags had put them
+  std::vector<std::string> rules;  // kPinMovedLayers: the -ot rules ("pattern=node")
+  std::string agreeing_flags;      // kPinMovedLayers: a -ts giving the same placement, or why none can
+  std::vector<int32_t> owner;      // split and final decisions: owners of layers 0..n_layer
+  bool all_zero_split = false;     // -ts was all zeros, so usable memory split the layers (as in llama.cpp)
+};
+// "split_by_flags", "pin_moved_layers", ...
+std::string_view kind_name(Decision::Kind kind);
+
 struct Plan {
   std::vector<Node> nodes;           // nodes[0] is this machine (the coordinator)
   std::vector<int32_t> layer_owner;  // per layer: index into nodes
@@ -90,11 +115,13 @@ struct Plan {
   // tensor whose bytes it holds (model::tensors_needed: rope factors and a tied head's copy included),
   // its cache shape and threads. Loading, binding and the worker's checks read this and nothing else.
   std::vector<model::StageConfig> node_stages;
-  std::vector<std::string> decisions;  // what was decided and why (logged at startup)
+  std::vector<Decision> decisions;     // what was decided and why (logged at startup)
   std::vector<std::string> warnings;
 
   // Layers owned by `node`, as flags per layer.
   std::vector<uint8_t> owned_by(int32_t node) const;
+  // Each decision as a sentence (describe).
+  std::vector<std::string> decision_texts() const;
   // Names of the tensors whose bytes `node` holds (node_stages[node].tensors).
   const std::vector<std::string>& tensors_on(int32_t node) const;
 };
@@ -118,6 +145,9 @@ Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes
 Node local_node(int32_t threads);
 // A worker as a node (name = endpoint), from the memory it reports.
 Node worker_node(std::string endpoint, uint64_t memory_usable, int32_t threads, uint64_t memory_limit = kUnlimited);
+
+// A decision as the sentence logs, `strata plan` and /v1/cluster show (the only place that words it).
+std::string describe(const std::vector<Node>& nodes, int32_t n_layer, const Decision& d);
 
 // The plan as a table (one row per node), then transfers, decisions and warnings.
 std::string render(const Plan& plan);

@@ -98,10 +98,13 @@ Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes
   for (const model::StageConfig& s : p.node_stages) p.bytes.push_back(model::stage_bytes(model, s));
 
   p.decisions.push_back(flags->decision);
-  for (std::string& d : res->decisions) p.decisions.push_back(std::move(d));
+  for (Decision& d : res->decisions) p.decisions.push_back(std::move(d));
   if (!model.has_output_weight() && p.output_node != p.input_node) {
-    p.decisions.push_back(fmt::format("the output head is tied to token_embd.weight: {} holds a copy of it besides {}",
-                                      detail::node_label(nodes, p.output_node), detail::node_label(nodes, 0)));
+    Decision d;
+    d.kind = Decision::Kind::kTiedHeadCopy;
+    d.layers = {n_layer};
+    d.node = p.output_node;
+    p.decisions.push_back(std::move(d));
   }
   for (auto* list : {&flags->warnings, &pins->warnings, &res->warnings}) {
     for (std::string& w : *list) p.warnings.push_back(std::move(w));

@@ -51,6 +51,24 @@ std::string join_values(const std::vector<double>& values) {
   return s;
 }
 
+std::string layers_with_output(const std::vector<int32_t>& all, int32_t n_layer) {
+  std::vector<int32_t> layers;
+  bool output = false;
+  for (int32_t il : all) {
+    if (il >= n_layer) output = true;
+    else layers.push_back(il);
+  }
+  std::string s = layers.empty() ? "" : detail::layers_phrase(layers);
+  if (output) s += s.empty() ? "the output layer" : " and the output layer";
+  return s;
+}
+
+std::string rules_phrase(const std::vector<std::string>& rules) {
+  std::string s = rules.size() == 1 ? "rule " : "rules ";
+  for (size_t i = 0; i < rules.size(); ++i) s += fmt::format("{}'{}'", i ? ", " : "", rules[i]);
+  return s;
+}
+
 std::string placement_summary(const std::vector<Node>& nodes, const std::vector<int32_t>& owner) {
   if (owner.empty()) return "";
   const int32_t n_layer = static_cast<int32_t>(owner.size()) - 1;
@@ -116,7 +134,7 @@ std::string render(const Plan& p) {
                                             : "");
     }
   }
-  for (const std::string& d : p.decisions) out << "decision: " << d << "\n";
+  for (const std::string& d : p.decision_texts()) out << "decision: " << d << "\n";
   for (const std::string& w : p.warnings) out << "warning: " << w << "\n";
   return out.str();
 }

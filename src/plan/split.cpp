@@ -123,7 +123,8 @@ Result<FlagSplit> split_by_flags(int32_t n_layer, const std::vector<Node>& nodes
 
   if (n_workers == 0) {
     f.owner.assign(static_cast<size_t>(n_layer) + 1, 0);
-    f.decision = fmt::format("all {} layers on {} (single node)", n_layer, node_label(nodes, 0));
+    f.decision.kind = Decision::Kind::kSingleNode;
+    f.decision.owner = f.owner;
     if (ngl_given && request.n_gpu_layers > 0) {
       f.warnings.push_back(fmt::format("-ngl {} has no effect: there are no --rpc workers", request.n_gpu_layers));
     }
@@ -141,8 +142,10 @@ Result<FlagSplit> split_by_flags(int32_t n_layer, const std::vector<Node>& nodes
     // The output head goes with the last layer.
     f.owner[n_layer] = f.owner[n_layer - 1];
     f.output_follows_last = true;
-    f.decision = fmt::format("split by usable memory: {} -> {}", memory_list(nodes, devices),
-                             placement_summary(nodes, f.owner));
+    f.decision.kind = Decision::Kind::kSplitByMemory;
+    f.decision.flags = f.flag_text;
+    f.decision.detail = memory_list(nodes, devices);
+    f.decision.owner = f.owner;
   } else {
     std::string how;
     if (ngl_given) {
@@ -160,11 +163,12 @@ Result<FlagSplit> split_by_flags(int32_t n_layer, const std::vector<Node>& nodes
     } else if (ts_given) {
       how = fmt::format(" over {}", node_list(nodes, devices));
     }
-    f.decision = fmt::format("{}{} -> {}", f.flag_text, how, placement_summary(nodes, f.owner));
+    f.decision.kind = Decision::Kind::kSplitByFlags;
+    f.decision.flags = f.flag_text;
+    f.decision.detail = how;
+    f.decision.owner = f.owner;
   }
-  if (ts_given && ts_zero) {
-    f.decision += " (-ts all zero: split by usable memory, as llama.cpp does)";
-  }
+  f.decision.all_zero_split = ts_given && ts_zero;
   return f;
 }
 

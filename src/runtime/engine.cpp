@@ -87,7 +87,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan:
   if (nodes.size() > 1) {
     log_block(plan::render(e->plan_));  // the table, transfers, decisions and warnings
   } else {
-    for (const std::string& d : e->plan_.decisions) spdlog::info("plan: {}", d);
+    for (const std::string& d : e->plan_.decision_texts()) spdlog::info("plan: {}", d);
   }
 
   // Every node loads the stage the plan gives it; the coordinator's runs on n_threads.

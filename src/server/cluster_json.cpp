@@ -1,6 +1,27 @@
 #include "server/cluster_json.h"
 
 namespace strata::server {
+namespace {
+
+nlohmann::json bytes_or_null(uint64_t b) { return b == plan::kUnlimited ? nlohmann::json(nullptr) : nlohmann::json(b); }
+
+// A decision as fields (kind, the layers and nodes it concerns) plus its sentence.
+nlohmann::json decision_json(const plan::Plan& p, const plan::Decision& d) {
+  auto name = [&](int32_t n) {
+    return n >= 0 && n < static_cast<int32_t>(p.nodes.size()) ? nlohmann::json(p.nodes[n].name) : nlohmann::json(nullptr);
+  };
+  nlohmann::json j = {{"kind", plan::kind_name(d.kind)},
+                      {"text", plan::describe(p.nodes, static_cast<int32_t>(p.layer_owner.size()), d)}};
+  if (!d.flags.empty()) j["flags"] = d.flags;
+  if (!d.layers.empty()) j["layers"] = d.layers;
+  if (d.node >= 0) j["node"] = name(d.node);
+  if (d.from_node >= 0) j["from_node"] = name(d.from_node);
+  if (!d.rules.empty()) j["rules"] = d.rules;
+  if (!d.agreeing_flags.empty()) j["agreeing_flags"] = d.agreeing_flags;
+  return j;
+}
+
+}  // namespace
 
 nlohmann::json cluster_json(const runtime::Engine& engine, const Scheduler& scheduler, const std::string& model_id) {
   using nlohmann::json;
@@ -25,7 +46,8 @@ nlohmann::json cluster_json(const runtime::Engine& engine, const Scheduler& sche
                      {"output", p.output_node == static_cast<int32_t>(n)},
                      {"bytes", {{"weights", b.weights}, {"kv", b.kv}, {"state", b.state}, {"scratch", b.scratch},
                                 {"total", b.total()}}},
-                     {"memory_limit", p.nodes[n].memory_usable == plan::kUnlimited ? json(nullptr) : json(p.nodes[n].memory_usable)},
+                     {"memory_usable", bytes_or_null(p.nodes[n].memory_usable)},
+                     {"memory_limit", bytes_or_null(p.nodes[n].memory_limit)},
                      {"threads", p.nodes[n].threads},
                      {"up", up},
                      {"ping_ms", ping_ms}});
@@ -35,6 +57,8 @@ nlohmann::json cluster_json(const runtime::Engine& engine, const Scheduler& sche
     transfers.push_back({{"from", p.nodes[t.from_node].name}, {"to", p.nodes[t.to_node].name}, {"what", t.what},
                          {"bytes_per_token", t.bytes_per_token}});
   }
+  json decisions = json::array();
+  for (const plan::Decision& d : p.decisions) decisions.push_back(decision_json(p, d));
   const model::HParams& hp = engine.hparams();
   const SchedulerStats s = scheduler.stats();
   return {{"model", model_id},
@@ -45,7 +69,7 @@ nlohmann::json cluster_json(const runtime::Engine& engine, const Scheduler& sche
           {"slots", scheduler.n_slots()},
           {"nodes", nodes},
           {"transfers", transfers},
-          {"decisions", p.decisions},
+          {"decisions", decisions},
           {"warnings", p.warnings},
           {"stats", {{"queue_depth", s.queue_depth}, {"active_slots", s.active_slots},
                      {"generated_tokens", s.generated_tokens}, {"prompt_tokens", s.prompt_tokens},

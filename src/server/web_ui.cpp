@@ -77,7 +77,7 @@ async function refresh() {
     for (const n of c.nodes) {
       const tr = document.createElement('tr');
       const layers = n.layers.map(l => l[0] + '-' + l[1]).join(', ') + (n.input ? ' +input' : '') + (n.output ? ' +output' : '');
-      const limit = n.memory_limit || n.bytes.total;
+      const limit = n.memory_usable || n.bytes.total;
       const pct = Math.min(100, 100 * n.bytes.total / limit);
       tr.innerHTML = '<td class="' + (n.up ? '' : 'down') + '"></td><td></td><td><div class="bar"><div style="width:' + pct + '%"></div></div><span></span></td><td></td>';
       tr.children[0].textContent = n.name + (n.up ? '' : ' (down)');
@@ -88,7 +88,7 @@ async function refresh() {
     }
     document.getElementById('stats').textContent = c.stats.tokens_per_second.toFixed(1) + ' tokens/s, ' +
       c.stats.generated_tokens + ' generated, ' + c.stats.active_slots + ' active, ' + c.stats.queue_depth + ' queued';
-    document.getElementById('decisions').textContent = c.decisions.join('\n');
+    document.getElementById('decisions').textContent = c.decisions.map(d => d.text).join('\n');
   } catch (e) { document.getElementById('stats').textContent = 'unreachable'; }
 }
 document.getElementById('chat').onsubmit = async (ev) => {

@@ -117,9 +117,9 @@ TEST_F(BudgetTest, tied_output_counts_token_embd_on_output_node) {
   EXPECT_EQ(embd, 64u * 256 * 4);
   EXPECT_EQ(p->bytes[2].weights, homed_w2 + embd);
   EXPECT_EQ(p->bytes[0].weights, embd);
-  EXPECT_NE(all_text(p->decisions).find("the output head is tied to token_embd.weight: 127.0.0.1:50053 holds a copy"),
+  EXPECT_NE(all_text(p->decision_texts()).find("the output head is tied to token_embd.weight: 127.0.0.1:50053 holds a copy"),
             std::string::npos)
-      << all_text(p->decisions);
+      << all_text(p->decision_texts());
 
   // Output on the coordinator: no copy needed.
   auto q = make_plan(*tied_, two_workers(), request({1, 1}, 0));

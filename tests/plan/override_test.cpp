@@ -35,13 +35,22 @@ TEST_F(OverrideTest, ot_whole_layer_pins_override_ts_and_say_so) {
   // -ot decides: layers 0-24 (weights, KV, compute) on W1, 25-39 on W2; the output stays where -ts put it.
   EXPECT_EQ(owners(*p), "0-24:1 25-39:2 out:2");
   // llama.cpp's -ts 1,1 gives W1 layers 0-20 (20/41 < 0.5 <= 21/41), so -ot moved layers 21-24.
-  const std::string decisions = all_text(p->decisions);
+  const std::string decisions = all_text(p->decision_texts());
   const std::string expected =
       "-ot decides layers 21-24: rule 'blk\\.([0-9]|1[0-9]|2[0-4])\\.=127.0.0.1:50052' pins all their tensors to "
       "127.0.0.1:50052, which owns their weights, KV cache, recurrent state and compute; -ts 1,1 had put them on "
       "127.0.0.1:50053. A -ts that agrees: -ts 25,16 (25 layers on 127.0.0.1:50052, 15 layers + output on "
       "127.0.0.1:50053)";
   EXPECT_NE(decisions.find(expected), std::string::npos) << decisions;
+  // The same decision as data: what moved, from where to where, by which rule.
+  const auto moved = std::find_if(p->decisions.begin(), p->decisions.end(),
+                                  [](const Decision& d) { return d.kind == Decision::Kind::kPinMovedLayers; });
+  ASSERT_NE(moved, p->decisions.end());
+  EXPECT_EQ(moved->layers, (std::vector<int32_t>{21, 22, 23, 24}));
+  EXPECT_EQ(moved->node, 1);
+  EXPECT_EQ(moved->from_node, 2);
+  EXPECT_EQ(moved->rules, std::vector<std::string>{"blk\\.([0-9]|1[0-9]|2[0-4])\\.=127.0.0.1:50052"});
+  EXPECT_EQ(moved->flags, "-ts 1,1");
   EXPECT_NE(decisions.find("final placement: layers 0-24 127.0.0.1:50052, 25-39 127.0.0.1:50053; output 127.0.0.1:50053"),
             std::string::npos)
       << decisions;
@@ -58,7 +67,7 @@ TEST_F(OverrideTest, ot_whole_layer_pins_override_ts_and_say_so) {
   auto q = make_plan(*model_, two_workers(), with_ot(request({3, 2}), kFieldReportOt, true));
   ASSERT_TRUE(q.ok()) << q.error().message;
   EXPECT_EQ(owners(*q), "0-24:1 25-39:2 out:2");
-  const std::string q_decisions = all_text(q->decisions);
+  const std::string q_decisions = all_text(q->decision_texts());
   EXPECT_EQ(q_decisions.find("-ot decides"), std::string::npos) << q_decisions;
   EXPECT_NE(q_decisions.find("-ot pins agree with -ts 3,2: no layer moved"), std::string::npos) << q_decisions;
 }
@@ -84,8 +93,8 @@ TEST_F(OverrideTest, strict_placement_refuses_the_field_report_with_the_layers_n
   auto r = make_plan(*model_, two_workers(), with_ot(request(), kFieldReportOt, true), &kind);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(owners(*r), "0-24:1 25-39:2 out:2");
-  EXPECT_NE(all_text(r->decisions).find("the split by usable memory had put them on local"), std::string::npos)
-      << all_text(r->decisions);
+  EXPECT_NE(all_text(r->decision_texts()).find("the split by usable memory had put them on local"), std::string::npos)
+      << all_text(r->decision_texts());
 }
 
 TEST_F(OverrideTest, rpc_buffer_names_and_cpu_pick_the_nodes) {
@@ -93,7 +102,7 @@ TEST_F(OverrideTest, rpc_buffer_names_and_cpu_pick_the_nodes) {
                      with_ot(request({1, 1}), "blk\\.(3[0-9])\\.=CPU,^output=cpu,blk\\.([0-9]|1[0-9])\\.=RPC0[127.0.0.1:50053]"));
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_EQ(owners(*p), "0-19:2 20-20:1 21-29:2 30-39:0 out:0");
-  const std::string d = all_text(p->decisions);
+  const std::string d = all_text(p->decision_texts());
   EXPECT_NE(d.find("-ot decides layers 0-19: rule 'blk\\.([0-9]|1[0-9])\\.=RPC0[127.0.0.1:50053]'"), std::string::npos) << d;
   EXPECT_NE(d.find("-ot decides layers 30-39: rule 'blk\\.(3[0-9])\\.=CPU' pins all their tensors to local"),
             std::string::npos)
@@ -153,10 +162,10 @@ TEST_F(OverrideTest, pins_agreeing_with_the_flags_or_covering_a_layer_in_parts_a
   auto q = make_plan(*model_, two_workers(), with_ot(request({1, 1}), "blk\\.30\\.attn=127.0.0.1:50052,blk\\.30\\.ffn=127.0.0.1:50052"));
   ASSERT_TRUE(q.ok()) << q.error().message;
   EXPECT_EQ(owners(*q), "0-20:1 21-29:2 30-30:1 31-39:2 out:2");
-  EXPECT_NE(all_text(q->decisions).find("-ot decides layer 30: rules 'blk\\.30\\.attn=127.0.0.1:50052', "
+  EXPECT_NE(all_text(q->decision_texts()).find("-ot decides layer 30: rules 'blk\\.30\\.attn=127.0.0.1:50052', "
                                         "'blk\\.30\\.ffn=127.0.0.1:50052' pins all its tensors"),
             std::string::npos)
-      << all_text(q->decisions);
+      << all_text(q->decision_texts());
 }
 
 TEST_F(OverrideTest, rules_that_match_nothing_or_input_tensors_are_reported) {

@@ -32,7 +32,7 @@ TEST_F(SplitTest, single_node_keeps_everything_local) {
   EXPECT_EQ(owners(p), "0-39:0 out:0");
   EXPECT_TRUE(p.transfers.empty());
   ASSERT_EQ(p.decisions.size(), 1u);
-  EXPECT_EQ(p.decisions[0], "all 40 layers on local (single node)");
+  EXPECT_EQ(p.decision_texts()[0], "all 40 layers on local (single node)");
   EXPECT_EQ(p.owned_by(0), std::vector<uint8_t>(40, 1));
 }
 
@@ -40,7 +40,7 @@ TEST_F(SplitTest, plan_splits_by_memory_without_flags) {
   // splits [0.25, 1]: il/41 < 0.25 for il <= 10; the output goes with the last layer.
   Plan p = plan({local(1 * kGiB), worker_node(kW1, 3 * kGiB, 4)}, request());
   EXPECT_EQ(owners(p), "0-10:0 11-39:1 out:1");
-  EXPECT_EQ(p.decisions[0],
+  EXPECT_EQ(p.decision_texts()[0],
             "split by usable memory: local 1.00 GiB, 127.0.0.1:50052 3.00 GiB -> layers 0-10 local, 11-39 127.0.0.1:50052; "
             "output 127.0.0.1:50052");
   // Equal memory over three nodes: [1/3, 2/3, 1] -> 0-13, 14-27, 28-39.
@@ -55,7 +55,7 @@ TEST_F(SplitTest, plan_follows_tensor_split_over_workers) {
   // 41 slots (40 layers + output) all offloaded; -ts 1,1 -> il/41 < 0.5 for il <= 20.
   Plan p = plan(two_workers(), request({1, 1}));
   EXPECT_EQ(owners(p), "0-20:1 21-39:2 out:2");
-  EXPECT_EQ(p.decisions[0],
+  EXPECT_EQ(p.decision_texts()[0],
             "-ts 1,1 over 127.0.0.1:50052, 127.0.0.1:50053 -> layers 0-20 127.0.0.1:50052, 21-39 127.0.0.1:50053; "
             "output 127.0.0.1:50053");
   // -ts 3,2 -> il/41 < 0.6 for il <= 24.
@@ -80,7 +80,7 @@ TEST_F(SplitTest, plan_ngl_keeps_first_layers_local) {
   // -ngl 30: i_start = 41 - 30 = 11, act = 30; (il - 11)/30 < 0.5 for il <= 25.
   Plan p = plan(two_workers(), request({1, 1}, 30));
   EXPECT_EQ(owners(p), "0-10:0 11-25:1 26-39:2 out:2");
-  EXPECT_EQ(p.decisions[0],
+  EXPECT_EQ(p.decision_texts()[0],
             "-ngl 30 -ts 1,1 (layers 11-39 + output offloaded over 127.0.0.1:50052, 127.0.0.1:50053) -> layers 0-10 local, "
             "11-25 127.0.0.1:50052, 26-39 127.0.0.1:50053; output 127.0.0.1:50053");
   // Without -ts the offloaded layers split by the workers' memory: [0.25, 1] -> (il-11)/30 < 0.25 for il <= 18.

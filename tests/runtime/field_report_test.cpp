@@ -76,7 +76,7 @@ TEST_P(FieldReport, ot_decides_layers_21_to_24_against_ts_1_1_and_output_matches
     const plan::Plan& p = (*e)->plan();
     for (int il = 0; il < 40; ++il) EXPECT_EQ(p.layer_owner[il], il < 25 ? 1 : 2) << "layer " << il;
     bool named = false;
-    for (const std::string& d : p.decisions) named |= d.find("-ot decides layers 21-24") != std::string::npos;
+    for (const std::string& d : p.decision_texts()) named |= d.find("-ot decides layers 21-24") != std::string::npos;
     EXPECT_EQ(named, ts[0] == 1) << "-ts " << ts[0] << "," << ts[1] << ": a decision names layers 21-24 only "
                                  << "when -ot overrode -ts";
     const std::vector<float> got = testing::run_reference(**e, kPrompt, 8);

@@ -1,0 +1,57 @@
+// Decisions in words: every sentence the planner says about what it decided comes from here.
+#include <fmt/format.h>
+
+#include "plan/internal.h"
+
+namespace strata::plan {
+using detail::node_label;
+
+std::string_view kind_name(Decision::Kind kind) {
+  switch (kind) {
+    case Decision::Kind::kSingleNode: return "single_node";
+    case Decision::Kind::kSplitByMemory: return "split_by_memory";
+    case Decision::Kind::kSplitByFlags: return "split_by_flags";
+    case Decision::Kind::kPinsAgree: return "pins_agree";
+    case Decision::Kind::kPinMovedLayers: return "pin_moved_layers";
+    case Decision::Kind::kFinalPlacement: return "final_placement";
+    case Decision::Kind::kTiedHeadCopy: return "tied_head_copy";
+  }
+  return "unknown";
+}
+
+std::string describe(const std::vector<Node>& nodes, int32_t n_layer, const Decision& d) {
+  const std::string zero = d.all_zero_split ? " (-ts all zero: split by usable memory, as llama.cpp does)" : "";
+  using K = Decision::Kind;
+  switch (d.kind) {
+    case K::kSingleNode:
+      return fmt::format("all {} layers on {} (single node)", n_layer, node_label(nodes, 0));
+    case K::kSplitByMemory:
+      return fmt::format("split by usable memory: {} -> {}{}", d.detail, detail::placement_summary(nodes, d.owner), zero);
+    case K::kSplitByFlags:
+      return fmt::format("{}{} -> {}{}", d.flags, d.detail, detail::placement_summary(nodes, d.owner), zero);
+    case K::kPinsAgree:
+      return fmt::format("-ot pins agree with {}: no layer moved", d.flags);
+    case K::kPinMovedLayers: {
+      const bool one = d.layers.size() == 1;
+      return fmt::format(
+          "-ot decides {}: {} pins all {} tensors to {}, which owns {} weights, KV cache, recurrent state and compute; "
+          "{} had put {} on {}. A -ts that agrees: {}",
+          detail::layers_with_output(d.layers, n_layer), detail::rules_phrase(d.rules), one ? "its" : "their", node_label(nodes, d.node),
+          one ? "its" : "their", d.flags, one ? "it" : "them", node_label(nodes, d.from_node), d.agreeing_flags);
+    }
+    case K::kFinalPlacement:
+      return "final placement: " + detail::placement_summary(nodes, d.owner);
+    case K::kTiedHeadCopy:
+      return fmt::format("the output head is tied to token_embd.weight: {} holds a copy of it besides {}",
+                         node_label(nodes, d.node), node_label(nodes, 0));
+  }
+  return "";
+}
+
+std::vector<std::string> Plan::decision_texts() const {
+  std::vector<std::string> out;
+  for (const Decision& d : decisions) out.push_back(describe(nodes, static_cast<int32_t>(layer_owner.size()), d));
+  return out;
+}
+
+}  // namespace strata::plan
