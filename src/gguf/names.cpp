@@ -11,9 +11,15 @@ std::string arch_key(std::string_view arch, std::string_view key) {
   return s;
 }
 
-std::string layer_tensor(int il, std::string_view base, std::string_view suffix) {
+std::string layer_prefix(int il) {
   std::string s(kLayerPrefix);
-  s.append(std::to_string(il)).append(".").append(base);
+  s.append(std::to_string(il)).append(".");
+  return s;
+}
+
+std::string layer_tensor(int il, std::string_view base, std::string_view suffix) {
+  std::string s = layer_prefix(il);
+  s.append(base);
   if (!suffix.empty()) s.append(".").append(suffix);
   return s;
 }

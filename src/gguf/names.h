@@ -141,6 +141,9 @@ inline constexpr std::string_view kSsmOut = "ssm_out";
 
 inline constexpr std::string_view kLayerPrefix = "blk.";
 
+// "blk.<il>.": how every tensor of layer il starts (placement patterns, per-layer filters).
+std::string layer_prefix(int il);
+
 // "blk.<il>.<base>.<suffix>", or "blk.<il>.<base>" for an empty suffix.
 std::string layer_tensor(int il, std::string_view base, std::string_view suffix = tensor::kWeight);
 

@@ -20,6 +20,8 @@ TEST(Names, layer_tensors_are_built_with_or_without_a_suffix) {
   EXPECT_EQ(layer_tensor(17, tensor::kAttnQ, tensor::kBias), "blk.17.attn_q.bias");
   EXPECT_EQ(layer_tensor(3, tensor::kSsmA, ""), "blk.3.ssm_a");
   EXPECT_EQ(layer_tensor(2, tensor::kSsmDt, tensor::kBias), "blk.2.ssm_dt.bias");
+  EXPECT_EQ(layer_prefix(20), "blk.20.");
+  EXPECT_TRUE(layer_tensor(20, tensor::kFfnUp).starts_with(layer_prefix(20)));
 }
 
 TEST(Names, layer_tensor_names_parse_back) {
