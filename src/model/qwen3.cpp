@@ -1,6 +1,7 @@
-// qwen3 (Qwen3 dense): qwen2 without the attention biases, plus QK-norm (a per-head RMSNorm of q and
-// k before RoPE, which keeps attention logits bounded without the biases). NEOX RoPE as qwen2. The
-// head dim comes from attention.key_length, so n_head * head_dim may differ from n_embd.
+// qwen3 (Qwen3 dense): qwen2 with QK-norm in place of the q/k/v biases (Qwen3 made that swap for
+// training stability: a per-head RMSNorm of q and k before RoPE bounds the attention logits). NEOX
+// RoPE as qwen2. The head dim comes from attention.key_length, so n_head * head_dim may differ from
+// n_embd.
 #include "model/dense_transformer.h"
 
 namespace strata::model {
