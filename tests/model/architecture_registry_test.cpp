@@ -8,6 +8,8 @@
 #include "gguf/gguf.h"
 #include "gguf/names.h"
 #include "model/architecture.h"
+#include "model/dense_transformer.h"
+#include "model/hybrid_transformer.h"
 #include "model/model.h"
 #include "model_test_util.h"
 #include "testing/shared_data.h"
@@ -39,6 +41,9 @@ TEST(ArchitectureRegistry, traits_are_consistent) {
   for (const Architecture* a : architectures()) {
     const ArchTraits& t = a->traits();
     SCOPED_TRACE(std::string(t.arch));
+    // hparams reads the ssm.* keys exactly for the architectures whose layers use them.
+    EXPECT_EQ(dynamic_cast<const HybridTransformer*>(a) != nullptr, t.hybrid);
+    EXPECT_EQ(dynamic_cast<const DenseTransformer*>(a) != nullptr, !t.hybrid);
     EXPECT_TRUE(t.moe || !t.shared_expert);
     // The Gated DeltaNet options and the gated attention (QK-norm, no biases) exist only in the hybrid layer.
     EXPECT_TRUE(t.hybrid || !(t.fused_beta_alpha || t.grouped_value_heads || t.nextn_blocks));
