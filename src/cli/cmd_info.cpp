@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cli/common.h"
+#include "gguf/names.h"
 #include "model/model.h"
 
 namespace strata::cli {
@@ -59,7 +60,7 @@ Command add_info(CLI::App& app) {
       fmt::print("\n{} parameters, {} bytes of tensor data ({:.2f} bits per weight)\n", params, total,
                  params ? 8.0 * total / params : 0.0);
     }
-    if (f.has("general.architecture") && !f.tensors().empty()) {
+    if (f.has(gguf::names::kArchitecture) && !f.tensors().empty()) {
       auto m = model::Model::open(*path);
       if (m.ok()) {
         const model::HParams& hp = (*m)->hparams();

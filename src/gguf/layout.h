@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "gguf/gguf.h"
+#include "gguf/names.h"
 
 namespace strata::gguf::layout {
 
@@ -19,7 +20,6 @@ inline constexpr uint64_t kMaxStringLength = uint64_t{1} << 30;  // as llama.cpp
 inline constexpr uint64_t kMaxArrayElements = uint64_t{1} << 30;
 inline constexpr uint64_t kMaxNameLength = 63;  // ggml names are char[64] with a NUL
 inline constexpr uint32_t kMaxDims = 4;
-inline constexpr const char* kAlignmentKey = "general.alignment";
 
 // Smallest possible records, used to bound header counts by the bytes that remain.
 inline constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;              // key len, 1-byte key, type, u8

@@ -224,7 +224,7 @@ class Parser {
 
   Status parse_alignment(Parsed& out) {
     for (const KeyValue& kv : out.kvs) {
-      if (kv.key != layout::kAlignmentKey) continue;
+      if (kv.key != names::kAlignment) continue;
       const Where w{Where::Kv, 0, kv.file_offset, kv.key};
       if (kv.type != ValueType::U32) {
         return fail(w, fmt::format("alignment must be of type u32, found {}", value_type_name(kv.type)));

@@ -222,14 +222,14 @@ Status Writer::Impl::put_kv(HeaderBuilder& h, const Kv& kv) {
 }
 
 Result<uint64_t> Writer::Impl::alignment() const {
-  const auto it = kv_index.find(layout::kAlignmentKey);
+  const auto it = kv_index.find(std::string(names::kAlignment));
   if (it == kv_index.end()) return layout::kDefaultAlignment;
   const Kv& kv = kvs[it->second];
   if (kv.type != ValueType::U32) {
-    return make_error("gguf writer: {} must be u32, found {}", layout::kAlignmentKey, value_type_name(kv.type));
+    return make_error("gguf writer: {} must be u32, found {}", names::kAlignment, value_type_name(kv.type));
   }
   if (!layout::is_power_of_two(kv.u)) {
-    return make_error("gguf writer: {} = {} is not a nonzero power of two", layout::kAlignmentKey, kv.u);
+    return make_error("gguf writer: {} = {} is not a nonzero power of two", names::kAlignment, kv.u);
   }
   return kv.u;
 }

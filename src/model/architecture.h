@@ -1,13 +1,17 @@
-// What an architecture is: the tensors it declares (so the planner can place them without loading a
-// byte) and the forward pass of one layer. One file per architecture implements this.
+// What an architecture is: its traits (the facts hparams loading, synth and the planner ask instead of
+// comparing names), the tensors it declares (so the planner can place them without loading a byte) and
+// the forward pass of one layer. Each src/model/<arch>.cpp defines one, with a comment on what the model
+// is and why it makes its choices; architecture.cpp lists them all in one registry.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
+#include "base/result.h"
 #include "model/batch.h"
 #include "model/hparams.h"
 #include "model/weights.h"
@@ -52,10 +56,29 @@ struct LayerContext {
   Scratch& scratch;
 };
 
+// What an architecture's layers are made of, as data. The shared layers (dense_transformer.h,
+// hybrid_transformer.h) build their declarations and forward pass from these flags.
+struct ArchTraits {
+  std::string_view arch;           // general.architecture
+  RopeType rope = RopeType::Norm;  // how q and k are rotated; the files do not say, the family does
+  bool attention_biases = false;   // optional q/k/v/o biases are declared (bound when present)
+  bool qk_norm = false;            // per-head RMSNorm of q and k before RoPE
+  bool moe = false;                // routed experts: expert_count and expert_used_count are required
+  bool shared_expert = false;      // a sigmoid-gated shared expert beside the routed ones
+  bool hybrid = false;             // recurrent Gated DeltaNet layers between full-attention ones: ssm.* keys
+                                   // are required, and the attention layers are gated
+  bool nextn_blocks = false;       // files may end with multi-token-prediction blocks, never run
+  bool fused_beta_alpha = false;   // Gated DeltaNet: beta and alpha in one projection (ssm_ba), and q/k/v/z
+                                   // optionally in one (ssm_in)
+  bool grouped_value_heads = false;  // Gated DeltaNet: v-head h reads k-head h / (H_v / H_k), else h mod H_k
+};
+
 class Architecture {
  public:
+  explicit Architecture(const ArchTraits& traits) : traits_(traits) {}
   virtual ~Architecture() = default;
-  virtual std::string_view name() const = 0;
+  const ArchTraits& traits() const { return traits_; }
+  std::string_view name() const { return traits_.arch; }
   virtual std::vector<TensorDecl> declare(const HParams& hp) const = 0;
   // x: batch.size() rows of n_embd floats, updated in place (the residual stream).
   virtual void forward_layer(const LayerContext& ctx, const LayerWeights& w, int il, float* x) const = 0;
@@ -63,9 +86,19 @@ class Architecture {
   virtual bool layer_has_kv(const HParams& /*hp*/, int /*il*/) const { return true; }
   // Bytes of recurrent state (conv + delta-rule matrices) layer il keeps for n_seq sequences.
   virtual uint64_t recurrent_state_bytes(const HParams& /*hp*/, int /*il*/, int32_t /*n_seq*/) const { return 0; }
+
+ private:
+  ArchTraits traits_;
 };
+
+// Every architecture this build runs, in registry order.
+std::span<const Architecture* const> architectures();
 
 // The architecture for general.architecture, or null.
 const Architecture* find_architecture(std::string_view arch);
+// The same, or an error that names the architectures this build runs.
+Result<const Architecture*> require_architecture(std::string_view arch);
+// The traits alone (for code that only asks about the layers' makeup), or null.
+const ArchTraits* find_arch_traits(std::string_view arch);
 
 }  // namespace strata::model

@@ -1,9 +1,10 @@
-// Helpers for the tensor declarations architectures share (tensor names live here, in one table).
+// Helpers for the tensor declarations architectures share (the names are gguf/names.h's).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "gguf/names.h"
 #include "model/architecture.h"
 
 namespace strata::model {
@@ -13,13 +14,20 @@ class Declarations {
   explicit Declarations(const HParams& hp) : hp_(hp) {}
 
   template <typename Slot>
-  void global(const std::string& name, int layer, std::vector<int64_t> shape, bool required, Slot slot) {
-    list_.push_back({name, layer, std::move(shape), required, slot});
+  void global(std::string_view name, int layer, std::vector<int64_t> shape, bool required, Slot slot) {
+    list_.push_back({std::string(name), layer, std::move(shape), required, slot});
   }
+  // blk.<il>.<base>.<suffix>
   template <typename Slot>
-  TensorDecl& layer(int il, const std::string& suffix, std::vector<int64_t> shape, bool required, Slot slot) {
-    list_.push_back({block(il, suffix), il, std::move(shape), required, slot});
+  TensorDecl& layer(int il, std::string_view base, std::string_view suffix, std::vector<int64_t> shape, bool required,
+                    Slot slot) {
+    list_.push_back({gguf::names::layer_tensor(il, base, suffix), il, std::move(shape), required, slot});
     return list_.back();
+  }
+  // blk.<il>.<base>.weight
+  template <typename Slot>
+  TensorDecl& layer(int il, std::string_view base, std::vector<int64_t> shape, bool required, Slot slot) {
+    return layer(il, base, gguf::names::tensor::kWeight, std::move(shape), required, slot);
   }
 
   // token_embd, output_norm, output (optional: tied to token_embd), rope_freqs (optional).
@@ -45,8 +53,6 @@ class Declarations {
   std::vector<TensorDecl> take() { return std::move(list_); }
 
  private:
-  static std::string block(int il, const std::string& suffix) { return "blk." + std::to_string(il) + "." + suffix; }
-
   const HParams& hp_;
   std::vector<TensorDecl> list_;
 };

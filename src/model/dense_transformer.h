@@ -1,6 +1,6 @@
 // The classic decoder layer: attention sub-layer then a feed-forward sub-layer (SwiGLU, or a mixture
 // of SwiGLU experts), each with pre-RMSNorm and a residual add. llama, qwen2, qwen3 and qwen3moe are
-// this layer with different options and data.
+// this layer with other traits (biases, QK-norm, experts) and data.
 #pragma once
 
 #include "model/blocks.h"
@@ -9,26 +9,20 @@
 
 namespace strata::model {
 
-struct DenseOptions {
-  bool attention_biases = false;  // optional q/k/v/o biases (llama, qwen2)
-  bool qk_norm = false;           // per-head RMSNorm of q and k before RoPE (qwen3)
-  bool moe = false;               // routed experts instead of the dense FFN (qwen3moe)
-};
-
 class DenseTransformer final : public Architecture {
  public:
-  DenseTransformer(std::string_view name, DenseOptions options) : name_(name), options_(options) {}
-
-  std::string_view name() const override { return name_; }
+  // traits.hybrid must be false: every layer is attention.
+  explicit DenseTransformer(const ArchTraits& traits) : Architecture(traits) {}
 
   std::vector<TensorDecl> declare(const HParams& hp) const override {
+    const ArchTraits& t = traits();
     Declarations d(hp);
     d.embeddings_and_head();
     for (int il = 0; il < hp.n_layer; ++il) {
-      d.attention(il, options_.attention_biases, options_.qk_norm);
+      d.attention(il, t.attention_biases, t.qk_norm);
       d.ffn_norm(il);
-      if (options_.moe) {
-        d.moe_ffn(il, /*shared=*/false);
+      if (t.moe) {
+        d.moe_ffn(il, t.shared_expert);
       } else {
         d.dense_ffn(il);
       }
@@ -36,18 +30,15 @@ class DenseTransformer final : public Architecture {
     return d.take();
   }
 
+  // Biases and QK-norm apply when their weights are bound, so only the FFN kind is chosen here.
   void forward_layer(const LayerContext& ctx, const LayerWeights& w, int il, float* x) const override {
     attention_sublayer(ctx, w, il, x);
-    if (options_.moe) {
+    if (traits().moe) {
       moe_sublayer(ctx, w.ffn_norm, w, x);
     } else {
       swiglu_sublayer(ctx, w.ffn_norm, w, x);
     }
   }
-
- private:
-  std::string_view name_;
-  DenseOptions options_;
 };
 
 }  // namespace strata::model

@@ -2,15 +2,20 @@
 
 #include <fmt/format.h>
 
+#include "gguf/names.h"
+#include "model/architecture.h"
+
 namespace strata::model {
 namespace {
 
-// Architectures this build can run: rotary style and which blocks their layers use.
-constexpr ArchTraits kArchs[] = {
-    {"llama", RopeType::Norm, false, false, false},        {"qwen2", RopeType::Neox, false, false, false},
-    {"qwen3", RopeType::Neox, false, false, false},        {"qwen3moe", RopeType::Neox, true, false, false},
-    {"qwen3next", RopeType::Neox, true, true, true},       {"qwen35", RopeType::IMrope, false, false, true},
-    {"qwen35moe", RopeType::IMrope, true, true, true},
+namespace names = gguf::names;
+namespace key = gguf::names::hparam;
+
+// The file being read and its architecture's keys: k(key::kBlockCount) is "<arch>.block_count".
+struct Keys {
+  const gguf::File& f;
+  std::string_view arch;
+  std::string operator()(std::string_view name) const { return names::arch_key(arch, name); }
 };
 
 Result<int32_t> get_positive(const gguf::File& f, const std::string& key, int64_t fallback, bool required) {
@@ -36,28 +41,114 @@ Result<int32_t> get_uniform(const gguf::File& f, const std::string& key, int64_t
   return get_positive(f, key, fallback, required);
 }
 
-Status load_experts(const gguf::File& f, const std::string& p, const ArchTraits& arch, HParams& hp) {
-  STRATA_ASSIGN(hp.n_expert, get_positive(f, p + "expert_count", 0, arch.moe));
-  STRATA_ASSIGN(hp.n_expert_used, get_positive(f, p + "expert_used_count", 0, arch.moe));
+// block_count, nextn_predict_layers (MTP blocks, never run), embedding_length, context_length.
+Status load_size(const Keys& k, const ArchTraits& arch, HParams& hp) {
+  const gguf::File& f = k.f;
+  STRATA_ASSIGN(hp.n_layer_all, get_positive(f, k(key::kBlockCount), 0, true));
+  STRATA_ASSIGN(hp.n_embd, get_positive(f, k(key::kEmbeddingLength), 0, true));
+  STRATA_ASSIGN(hp.n_ctx_train, get_positive(f, k(key::kContextLength), 0, true));
+  if (hp.n_layer_all < 1 || hp.n_layer_all > 512) {
+    return make_error("{}: {} {} out of range 1..512", f.path(), key::kBlockCount, hp.n_layer_all);
+  }
+  if (arch.nextn_blocks) {
+    STRATA_ASSIGN(hp.n_nextn, get_positive(f, k(key::kNextnPredictLayers), 0, false));
+  }
+  if (hp.n_nextn >= hp.n_layer_all) {
+    return make_error("{}: {} {} must be less than {} {}", f.path(), key::kNextnPredictLayers, hp.n_nextn,
+                      key::kBlockCount, hp.n_layer_all);
+  }
+  hp.n_layer = hp.n_layer_all - hp.n_nextn;
+  if (hp.n_embd < 1) return make_error("{}: {} must be positive", f.path(), key::kEmbeddingLength);
+  return {};
+}
+
+// feed_forward_length, the attention heads and their dims, the RMSNorm epsilon.
+Status load_attention(const Keys& k, HParams& hp) {
+  const gguf::File& f = k.f;
+  STRATA_ASSIGN(hp.n_ff, get_uniform(f, k(key::kFeedForwardLength), 0, false));
+  STRATA_ASSIGN(hp.n_head, get_uniform(f, k(key::kHeadCount), 0, true));
+  if (hp.n_head < 1) return make_error("{}: {} must be positive", f.path(), key::kHeadCount);
+  STRATA_ASSIGN(hp.n_head_kv, get_uniform(f, k(key::kHeadCountKv), hp.n_head, false));
+  if (hp.n_head_kv < 1 || hp.n_head % hp.n_head_kv != 0) {
+    return make_error("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), hp.n_head, hp.n_head_kv);
+  }
+  STRATA_ASSIGN(hp.head_dim_k, get_positive(f, k(key::kKeyLength), hp.n_embd / hp.n_head, false));
+  STRATA_ASSIGN(hp.head_dim_v, get_positive(f, k(key::kValueLength), hp.n_embd / hp.n_head, false));
+  if (hp.head_dim_k < 1 || hp.head_dim_v < 1) return make_error("{}: head dimension must be positive", f.path());
+  const std::string eps = k(key::kRmsEpsilon);
+  if (!f.has(eps)) return make_error("{}: missing required key '{}'", f.path(), eps);
+  STRATA_ASSIGN(hp.rms_eps, f.get_f32(eps));
+  return {};
+}
+
+// rope.dimension_sections: IMRoPE's rotary pairs for time, height, width and extra.
+Status load_rope_sections(const Keys& k, HParams& hp) {
+  const gguf::File& f = k.f;
+  STRATA_ASSIGN(std::vector<int64_t> sections, f.get_int_array(k(key::kRopeDimensionSections)));
+  if (sections.size() != 4) return make_error("{}: {} must have 4 values", f.path(), key::kRopeDimensionSections);
+  int64_t sum = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (sections[i] < 0 || sections[i] > 512) {
+      return make_error("{}: {}[{}] = {} is out of range", f.path(), key::kRopeDimensionSections, i, sections[i]);
+    }
+    hp.rope_sections[i] = static_cast<int32_t>(sections[i]);
+    sum += sections[i];
+  }
+  if (sum < 1) return make_error("{}: {} must not all be zero", f.path(), key::kRopeDimensionSections);
+  return {};
+}
+
+// Rotary dims, base and linear scaling; the rope type itself is the architecture's.
+Status load_rope(const Keys& k, HParams& hp) {
+  const gguf::File& f = k.f;
+  STRATA_ASSIGN(hp.n_rot, get_positive(f, k(key::kRopeDimensionCount), hp.head_dim_k, false));
+  if (hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0 || hp.n_rot > 512) {
+    return make_error("{}: {} {} must be even and <= head dim {}", f.path(), key::kRopeDimensionCount, hp.n_rot,
+                      hp.head_dim_k);
+  }
+  STRATA_ASSIGN(hp.rope_base, f.get_f32_or(k(key::kRopeFreqBase), 10000.0f));
+  STRATA_ASSIGN(std::string_view scaling, f.get_string_or(k(key::kRopeScalingType), "linear"));
+  if (scaling != "linear" && scaling != "none") {
+    return make_error("{}: {} '{}' is not supported (linear or none)", f.path(), key::kRopeScalingType, scaling);
+  }
+  float factor = 0.0f;
+  if (f.has(k(key::kRopeScalingFactor))) {
+    STRATA_ASSIGN(factor, f.get_f32(k(key::kRopeScalingFactor)));
+  } else if (f.has(k(key::kRopeScaleLinear))) {
+    STRATA_ASSIGN(factor, f.get_f32(k(key::kRopeScaleLinear)));
+  }
+  hp.rope_freq_scale = (factor == 0.0f || scaling == "none") ? 1.0f : 1.0f / factor;
+  if (!(hp.rope_base > 0.0f) || !(hp.rope_freq_scale > 0.0f)) {
+    return make_error("{}: {} and rope scaling must be positive", f.path(), key::kRopeFreqBase);
+  }
+  if (hp.rope_type == RopeType::IMrope) STRATA_TRY(load_rope_sections(k, hp));
+  return {};
+}
+
+Status load_experts(const Keys& k, const ArchTraits& arch, HParams& hp) {
+  const gguf::File& f = k.f;
+  const std::string count = k(key::kExpertCount), used = k(key::kExpertUsedCount);
+  STRATA_ASSIGN(hp.n_expert, get_positive(f, count, 0, arch.moe));
+  STRATA_ASSIGN(hp.n_expert_used, get_positive(f, used, 0, arch.moe));
   if (arch.moe && (hp.n_expert < 1 || hp.n_expert_used < 1)) {
-    return make_error("{}: keys '{}expert_count' ({}) and '{}expert_used_count' ({}) must be positive", f.path(), p,
-                      hp.n_expert, p, hp.n_expert_used);
+    return make_error("{}: keys '{}' ({}) and '{}' ({}) must be positive", f.path(), count, hp.n_expert, used,
+                      hp.n_expert_used);
   }
   if (hp.n_expert_used > hp.n_expert) {
-    return make_error("{}: key '{}expert_used_count' ({}) exceeds '{}expert_count' ({})", f.path(), p, hp.n_expert_used,
-                      p, hp.n_expert);
+    return make_error("{}: key '{}' ({}) exceeds '{}' ({})", f.path(), used, hp.n_expert_used, count, hp.n_expert);
   }
-  STRATA_ASSIGN(hp.n_ff_expert, get_positive(f, p + "expert_feed_forward_length",
-                                             hp.n_expert_used ? hp.n_ff / hp.n_expert_used : 0, false));
+  const std::string ff = k(key::kExpertFeedForwardLength);
+  STRATA_ASSIGN(hp.n_ff_expert, get_positive(f, ff, hp.n_expert_used ? hp.n_ff / hp.n_expert_used : 0, false));
   if (arch.moe && hp.n_ff_expert < 1) {
-    return make_error("{}: key '{}expert_feed_forward_length' is missing or zero (and feed_forward_length gives no default)",
-                      f.path(), p);
+    return make_error("{}: key '{}' is missing or zero (and {} gives no default)", f.path(), ff,
+                      key::kFeedForwardLength);
   }
   if (arch.shared_expert) {
-    STRATA_ASSIGN(hp.n_ff_shared_expert, get_positive(f, p + "expert_shared_feed_forward_length", hp.n_ff, false));
+    const std::string shared_ff = k(key::kExpertSharedFeedForwardLength);
+    STRATA_ASSIGN(hp.n_ff_shared_expert, get_positive(f, shared_ff, hp.n_ff, false));
     if (hp.n_ff_shared_expert < 1) {
-      return make_error("{}: key '{}expert_shared_feed_forward_length' is missing or zero (and feed_forward_length gives "
-                        "no default)", f.path(), p);
+      return make_error("{}: key '{}' is missing or zero (and {} gives no default)", f.path(), shared_ff,
+                        key::kFeedForwardLength);
     }
   }
   return {};
@@ -65,78 +156,84 @@ Status load_experts(const gguf::File& f, const std::string& p, const ArchTraits&
 
 // Which layers are recurrent: attention.recurrent_layers (a scalar, or one bool/int per block) when
 // present, else every layer but each full_attention_interval-th. MTP blocks are never run.
-Status load_layer_pattern(const gguf::File& f, const std::string& p, HParams& hp) {
+Status load_layer_pattern(const Keys& k, HParams& hp) {
+  const gguf::File& f = k.f;
   hp.recurrent.assign(hp.n_layer, 0);
-  const std::string key = p + "attention.recurrent_layers";
-  if (const gguf::KeyValue* kv = f.find(key)) {
+  const std::string pattern = k(key::kRecurrentLayers);
+  if (const gguf::KeyValue* kv = f.find(pattern)) {
     std::vector<int64_t> flags;
     if (kv->type == gguf::ValueType::ARRAY) {
-      STRATA_ASSIGN(flags, f.get_int_array(key));
+      STRATA_ASSIGN(flags, f.get_int_array(pattern));
       if (static_cast<int64_t>(flags.size()) != hp.n_layer_all) {
-        return make_error("{}: key '{}' has {} values, expected block_count = {}", f.path(), key, flags.size(),
-                          hp.n_layer_all);
+        return make_error("{}: key '{}' has {} values, expected {} = {}", f.path(), pattern, flags.size(),
+                          key::kBlockCount, hp.n_layer_all);
       }
     } else if (kv->type == gguf::ValueType::BOOL) {
-      STRATA_ASSIGN(bool b, f.get_bool(key));
+      STRATA_ASSIGN(bool b, f.get_bool(pattern));
       flags.assign(hp.n_layer_all, b ? 1 : 0);
     } else {
-      STRATA_ASSIGN(int64_t v, f.get_int(key));
+      STRATA_ASSIGN(int64_t v, f.get_int(pattern));
       flags.assign(hp.n_layer_all, v);
     }
     for (int il = 0; il < hp.n_layer; ++il) hp.recurrent[il] = flags[il] != 0;
     return {};
   }
-  STRATA_ASSIGN(hp.full_attention_interval, get_positive(f, p + "full_attention_interval", 4, false));
-  if (hp.full_attention_interval < 1) {
-    return make_error("{}: key '{}full_attention_interval' must be positive", f.path(), p);
-  }
+  const std::string interval = k(key::kFullAttentionInterval);
+  STRATA_ASSIGN(hp.full_attention_interval, get_positive(f, interval, 4, false));
+  if (hp.full_attention_interval < 1) return make_error("{}: key '{}' must be positive", f.path(), interval);
   for (int il = 0; il < hp.n_layer; ++il) hp.recurrent[il] = (il + 1) % hp.full_attention_interval != 0;
   return {};
 }
 
-Status load_gated_delta_net(const gguf::File& f, const std::string& p, HParams& hp) {
-  STRATA_ASSIGN(hp.ssm_conv_kernel, get_positive(f, p + "ssm.conv_kernel", 0, true));
-  STRATA_ASSIGN(hp.ssm_inner_size, get_positive(f, p + "ssm.inner_size", 0, true));
-  STRATA_ASSIGN(hp.ssm_state_size, get_positive(f, p + "ssm.state_size", 0, true));
-  STRATA_ASSIGN(hp.ssm_n_v_heads, get_positive(f, p + "ssm.time_step_rank", 0, true));
-  STRATA_ASSIGN(hp.ssm_n_k_heads, get_positive(f, p + "ssm.group_count", 0, true));
+// The ssm.* keys and how they must relate (value heads a multiple of key heads, inner = heads x state).
+Status load_gated_delta_net(const Keys& k, HParams& hp) {
+  const gguf::File& f = k.f;
   const struct {
-    const char* key;
-    int32_t value;
+    std::string_view key;
+    int32_t* value;
     int32_t max;
-  } checks[] = {{"ssm.conv_kernel", hp.ssm_conv_kernel, 64},
-                {"ssm.inner_size", hp.ssm_inner_size, 1 << 20},
-                {"ssm.state_size", hp.ssm_state_size, 1024},
-                {"ssm.time_step_rank", hp.ssm_n_v_heads, 4096},
-                {"ssm.group_count", hp.ssm_n_k_heads, 4096}};
-  for (const auto& c : checks) {
-    if (c.value < 1 || c.value > c.max) {
-      return make_error("{}: key '{}{}' = {} is out of range 1..{}", f.path(), p, c.key, c.value, c.max);
+  } fields[] = {{key::kSsmConvKernel, &hp.ssm_conv_kernel, 64},
+                {key::kSsmInnerSize, &hp.ssm_inner_size, 1 << 20},
+                {key::kSsmStateSize, &hp.ssm_state_size, 1024},
+                {key::kSsmTimeStepRank, &hp.ssm_n_v_heads, 4096},
+                {key::kSsmGroupCount, &hp.ssm_n_k_heads, 4096}};
+  // All are read before any is range-checked, so a missing key is reported first.
+  for (const auto& field : fields) {
+    STRATA_ASSIGN(*field.value, get_positive(f, k(field.key), 0, true));
+  }
+  for (const auto& field : fields) {
+    if (*field.value < 1 || *field.value > field.max) {
+      return make_error("{}: key '{}' = {} is out of range 1..{}", f.path(), k(field.key), *field.value, field.max);
     }
   }
   if (hp.ssm_n_v_heads % hp.ssm_n_k_heads != 0) {
-    return make_error("{}: key '{}ssm.time_step_rank' ({} value heads) must be a multiple of '{}ssm.group_count' ({})",
-                      f.path(), p, hp.ssm_n_v_heads, p, hp.ssm_n_k_heads);
+    return make_error("{}: key '{}' ({} value heads) must be a multiple of '{}' ({})", f.path(),
+                      k(key::kSsmTimeStepRank), hp.ssm_n_v_heads, k(key::kSsmGroupCount), hp.ssm_n_k_heads);
   }
   if (int64_t{hp.ssm_n_v_heads} * hp.ssm_state_size != hp.ssm_inner_size) {
-    return make_error("{}: key '{}ssm.inner_size' ({}) must equal ssm.time_step_rank ({}) x ssm.state_size ({})",
-                      f.path(), p, hp.ssm_inner_size, hp.ssm_n_v_heads, hp.ssm_state_size);
+    return make_error("{}: key '{}' ({}) must equal {} ({}) x {} ({})", f.path(), k(key::kSsmInnerSize),
+                      hp.ssm_inner_size, key::kSsmTimeStepRank, hp.ssm_n_v_heads, key::kSsmStateSize, hp.ssm_state_size);
   }
   if (hp.head_dim_k != hp.head_dim_v) {
-    return make_error("{}: keys '{}attention.key_length' ({}) and 'value_length' ({}) must be equal", f.path(), p,
+    return make_error("{}: keys '{}' ({}) and 'value_length' ({}) must be equal", f.path(), k(key::kKeyLength),
                       hp.head_dim_k, hp.head_dim_v);
   }
-  return load_layer_pattern(f, p, hp);
+  return load_layer_pattern(k, hp);
+}
+
+Status load_vocab_size(const gguf::File& f, const gguf::TensorInfo* embd, HParams& hp) {
+  const std::string_view name = names::tensor::kTokenEmbd;
+  if (!embd) return make_error("{}: missing tensor '{}'", f.path(), name);
+  if (embd->ne[0] != hp.n_embd) {
+    return make_error("{}: {} has width {}, expected {} {}", f.path(), name, embd->ne[0], key::kEmbeddingLength,
+                      hp.n_embd);
+  }
+  if (embd->ne[1] < 1 || embd->ne[1] > (1 << 30)) return make_error("{}: {} has a bad vocab size", f.path(), name);
+  hp.n_vocab = static_cast<int32_t>(embd->ne[1]);
+  return {};
 }
 
 }  // namespace
-
-const ArchTraits* find_arch_traits(std::string_view arch) {
-  for (const ArchTraits& a : kArchs) {
-    if (a.arch == arch) return &a;
-  }
-  return nullptr;
-}
 
 bool HParams::has_recurrent_layers() const {
   for (uint8_t r : recurrent) {
@@ -147,86 +244,22 @@ bool HParams::has_recurrent_layers() const {
 
 Result<HParams> load_hparams(const gguf::File& f, const gguf::TensorInfo* embd) {
   HParams hp;
-  STRATA_ASSIGN(std::string_view arch, f.get_string("general.architecture"));
+  STRATA_ASSIGN(std::string_view arch, f.get_string(names::kArchitecture));
   hp.arch = std::string(arch);
-  const ArchTraits* known = find_arch_traits(arch);
-  if (!known) return make_error("{}: architecture '{}' is not supported", f.path(), arch);
-  hp.rope_type = known->rope;
-  STRATA_ASSIGN(std::string_view name, f.get_string_or("general.name", arch));
+  const Result<const Architecture*> spec = require_architecture(arch);
+  if (!spec.ok()) return make_error("{}: {}", f.path(), spec.error().message);
+  const ArchTraits& traits = (*spec)->traits();
+  hp.rope_type = traits.rope;
+  STRATA_ASSIGN(std::string_view name, f.get_string_or(names::kName, arch));
   hp.name = std::string(name);
 
-  const std::string p = hp.arch + ".";
-  STRATA_ASSIGN(hp.n_layer_all, get_positive(f, p + "block_count", 0, true));
-  STRATA_ASSIGN(hp.n_embd, get_positive(f, p + "embedding_length", 0, true));
-  STRATA_ASSIGN(hp.n_ctx_train, get_positive(f, p + "context_length", 0, true));
-  if (hp.n_layer_all < 1 || hp.n_layer_all > 512) {
-    return make_error("{}: block_count {} out of range 1..512", f.path(), hp.n_layer_all);
-  }
-  if (known->hybrid) {
-    STRATA_ASSIGN(hp.n_nextn, get_positive(f, p + "nextn_predict_layers", 0, false));
-  }
-  if (hp.n_nextn >= hp.n_layer_all) {
-    return make_error("{}: nextn_predict_layers {} must be less than block_count {}", f.path(), hp.n_nextn, hp.n_layer_all);
-  }
-  hp.n_layer = hp.n_layer_all - hp.n_nextn;
-  if (hp.n_embd < 1) return make_error("{}: embedding_length must be positive", f.path());
-  STRATA_ASSIGN(hp.n_ff, get_uniform(f, p + "feed_forward_length", 0, false));
-  STRATA_ASSIGN(hp.n_head, get_uniform(f, p + "attention.head_count", 0, true));
-  if (hp.n_head < 1) return make_error("{}: attention.head_count must be positive", f.path());
-  STRATA_ASSIGN(hp.n_head_kv, get_uniform(f, p + "attention.head_count_kv", hp.n_head, false));
-  if (hp.n_head_kv < 1 || hp.n_head % hp.n_head_kv != 0) {
-    return make_error("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), hp.n_head, hp.n_head_kv);
-  }
-  STRATA_ASSIGN(hp.head_dim_k, get_positive(f, p + "attention.key_length", hp.n_embd / hp.n_head, false));
-  STRATA_ASSIGN(hp.head_dim_v, get_positive(f, p + "attention.value_length", hp.n_embd / hp.n_head, false));
-  if (hp.head_dim_k < 1 || hp.head_dim_v < 1) return make_error("{}: head dimension must be positive", f.path());
-  if (!f.has(p + "attention.layer_norm_rms_epsilon")) {
-    return make_error("{}: missing required key '{}attention.layer_norm_rms_epsilon'", f.path(), p);
-  }
-  STRATA_ASSIGN(hp.rms_eps, f.get_f32(p + "attention.layer_norm_rms_epsilon"));
-
-  STRATA_ASSIGN(hp.n_rot, get_positive(f, p + "rope.dimension_count", hp.head_dim_k, false));
-  if (hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0 || hp.n_rot > 512) {
-    return make_error("{}: rope.dimension_count {} must be even and <= head dim {}", f.path(), hp.n_rot, hp.head_dim_k);
-  }
-  STRATA_ASSIGN(hp.rope_base, f.get_f32_or(p + "rope.freq_base", 10000.0f));
-  STRATA_ASSIGN(std::string_view scaling, f.get_string_or(p + "rope.scaling.type", "linear"));
-  if (scaling != "linear" && scaling != "none") {
-    return make_error("{}: rope.scaling.type '{}' is not supported (linear or none)", f.path(), scaling);
-  }
-  float factor = 0.0f;
-  if (f.has(p + "rope.scaling.factor")) {
-    STRATA_ASSIGN(factor, f.get_f32(p + "rope.scaling.factor"));
-  } else if (f.has(p + "rope.scale_linear")) {
-    STRATA_ASSIGN(factor, f.get_f32(p + "rope.scale_linear"));
-  }
-  hp.rope_freq_scale = (factor == 0.0f || scaling == "none") ? 1.0f : 1.0f / factor;
-  if (!(hp.rope_base > 0.0f) || !(hp.rope_freq_scale > 0.0f)) {
-    return make_error("{}: rope.freq_base and rope scaling must be positive", f.path());
-  }
-  if (hp.rope_type == RopeType::IMrope) {
-    STRATA_ASSIGN(std::vector<int64_t> sections, f.get_int_array(p + "rope.dimension_sections"));
-    if (sections.size() != 4) return make_error("{}: rope.dimension_sections must have 4 values", f.path());
-    int64_t sum = 0;
-    for (int i = 0; i < 4; ++i) {
-      if (sections[i] < 0 || sections[i] > 512) {
-        return make_error("{}: rope.dimension_sections[{}] = {} is out of range", f.path(), i, sections[i]);
-      }
-      hp.rope_sections[i] = static_cast<int32_t>(sections[i]);
-      sum += sections[i];
-    }
-    if (sum < 1) return make_error("{}: rope.dimension_sections must not all be zero", f.path());
-  }
-
-  STRATA_TRY(load_experts(f, p, *known, hp));
-  if (known->hybrid) STRATA_TRY(load_gated_delta_net(f, p, hp));
-
-  if (!embd) return make_error("{}: missing tensor 'token_embd.weight'", f.path());
-  if (embd->ne[0] != hp.n_embd) {
-    return make_error("{}: token_embd.weight has width {}, expected embedding_length {}", f.path(), embd->ne[0], hp.n_embd);
-  }
-  if (embd->ne[1] < 1 || embd->ne[1] > (1 << 30)) return make_error("{}: token_embd.weight has a bad vocab size", f.path());
-  hp.n_vocab = static_cast<int32_t>(embd->ne[1]);
+  const Keys k{f, hp.arch};
+  STRATA_TRY(load_size(k, traits, hp));
+  STRATA_TRY(load_attention(k, hp));
+  STRATA_TRY(load_rope(k, hp));
+  STRATA_TRY(load_experts(k, traits, hp));
+  if (traits.hybrid) STRATA_TRY(load_gated_delta_net(k, hp));
+  STRATA_TRY(load_vocab_size(f, embd, hp));
   return hp;
 }
 

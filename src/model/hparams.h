@@ -61,19 +61,9 @@ struct HParams {
   int32_t ssm_conv_channels() const { return 2 * ssm_n_k_heads * ssm_state_size + ssm_inner_size; }
 };
 
-// What an architecture's layers are made of (data, so code asks about blocks, not arch names).
-struct ArchTraits {
-  std::string_view arch;
-  RopeType rope;
-  bool moe;            // routed experts: expert_count and expert_used_count are required
-  bool shared_expert;  // a sigmoid-gated shared expert beside the routed ones
-  bool hybrid;         // Gated DeltaNet layers between full-attention ones: ssm.* keys are required
-};
-// Null for an architecture this build cannot run.
-const ArchTraits* find_arch_traits(std::string_view arch);
-
-// Reads the keys of `file`'s architecture; the error names the missing or malformed key. The vocab
-// size comes from token_embd's shape (the tensor may live elsewhere: only its info is needed).
+// Reads the keys of `file`'s architecture (which keys, from its traits in the registry,
+// architecture.h); the error names the missing or malformed key. The vocab size comes from
+// token_embd's shape (the tensor may live elsewhere: only its info is needed).
 Result<HParams> load_hparams(const gguf::File& file, const gguf::TensorInfo* token_embd);
 
 }  // namespace strata::model

@@ -1,6 +1,7 @@
 // The hybrid layer of the Qwen3.5 / Qwen3-Next family: a mixer (Gated DeltaNet on recurrent layers,
-// gated full attention on the others) then an FFN (dense SwiGLU or mixture of experts), each with
-// pre-RMSNorm and a residual add. qwen35, qwen35moe and qwen3next are this layer with other options.
+// gated full attention with QK-norm on the others) then an FFN (dense SwiGLU or mixture of experts),
+// each with pre-RMSNorm and a residual add. qwen35, qwen35moe and qwen3next are this layer with other
+// traits (experts, fused projections, value-head order).
 #pragma once
 
 #include "base/checked.h"
@@ -10,30 +11,25 @@
 
 namespace strata::model {
 
-struct HybridOptions {
-  bool moe = false;               // routed experts + shared expert, else a dense SwiGLU FFN
-  bool fused_beta_alpha = false;  // qwen3next: ssm_ba (and optionally ssm_in) projections
-  DeltaNetOptions delta_net;
-};
-
 class HybridTransformer final : public Architecture {
  public:
-  HybridTransformer(std::string_view name, HybridOptions options) : name_(name), options_(options) {}
-
-  std::string_view name() const override { return name_; }
+  // traits.hybrid must be true: hparams then reads the ssm.* keys and the layer pattern.
+  explicit HybridTransformer(const ArchTraits& traits)
+      : Architecture(traits), delta_net_{.grouped_heads = traits.grouped_value_heads} {}
 
   std::vector<TensorDecl> declare(const HParams& hp) const override {
+    const ArchTraits& t = traits();
     Declarations d(hp);
     d.embeddings_and_head();
     for (int il = 0; il < hp.n_layer; ++il) {
       d.hybrid_norms(il);
       if (hp.is_recurrent(il)) {
-        d.gated_delta_net(il, options_.fused_beta_alpha);
+        d.gated_delta_net(il, t.fused_beta_alpha);
       } else {
         d.gated_attention(il);
       }
-      if (options_.moe) {
-        d.moe_ffn(il, /*shared=*/true);
+      if (t.moe) {
+        d.moe_ffn(il, t.shared_expert);
       } else {
         d.dense_ffn(il);
       }
@@ -43,11 +39,11 @@ class HybridTransformer final : public Architecture {
 
   void forward_layer(const LayerContext& ctx, const LayerWeights& w, int il, float* x) const override {
     if (ctx.hp.is_recurrent(il)) {
-      gated_delta_net_sublayer(ctx, w, il, x, options_.delta_net);
+      gated_delta_net_sublayer(ctx, w, il, x, delta_net_);
     } else {
       gated_attention_sublayer(ctx, w, il, x);
     }
-    if (options_.moe) {
+    if (traits().moe) {
       moe_sublayer(ctx, w.post_attention_norm, w, x);
     } else {
       swiglu_sublayer(ctx, w.post_attention_norm, w, x);
@@ -62,8 +58,7 @@ class HybridTransformer final : public Architecture {
   }
 
  private:
-  std::string_view name_;
-  HybridOptions options_;
+  DeltaNetOptions delta_net_;
 };
 
 }  // namespace strata::model

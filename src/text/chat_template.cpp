@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "gguf/names.h"
+
 namespace strata::text {
 
 namespace {
@@ -117,7 +119,7 @@ Result<ChatTemplate> load_chat_template(const gguf::File& file, std::string* war
     if (warning) *warning = fmt::format("{}: {}; using the built-in ChatML template", file.path(), why);
     return ChatTemplate::chatml();
   };
-  const gguf::KeyValue* kv = file.find("tokenizer.chat_template");
+  const gguf::KeyValue* kv = file.find(gguf::names::tokenizer::kChatTemplate);
   if (!kv) return fallback("no tokenizer.chat_template");
   if (kv->type != gguf::ValueType::STRING) return fallback("tokenizer.chat_template is not a string");
   auto parsed = ChatTemplate::parse(kv->str);

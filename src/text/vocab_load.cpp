@@ -6,6 +6,7 @@
 #include <span>
 #include <limits>
 
+#include "gguf/names.h"
 #include "text/utf8.h"
 #include "text/vocab_impl.h"
 
@@ -27,6 +28,8 @@ namespace detail {
 namespace {
 
 using SV = std::string_view;
+namespace names = gguf::names;
+namespace tok = gguf::names::tokenizer;
 
 // "<｜end▁of▁sentence｜>" and friends (U+FF5C FULLWIDTH VERTICAL LINE, U+2581 LOWER ONE EIGHTH BLOCK).
 #define STRATA_FW_BAR "\xEF\xBD\x9C"
@@ -89,8 +92,8 @@ bool contains_any(SV s, std::initializer_list<SV> parts) {
 }  // namespace
 
 Status VocabImpl::load(const gguf::File& file) {
-  STRATA_ASSIGN(const SV model, file.get_string("tokenizer.ggml.model"));
-  STRATA_ASSIGN(const SV pre, file.get_string_or("tokenizer.ggml.pre", ""));
+  STRATA_ASSIGN(const SV model, file.get_string(tok::kModel));
+  STRATA_ASSIGN(const SV pre, file.get_string_or(tok::kPre, ""));
 
   const PreTokenizerSpec* spec = nullptr;
   if (model == "llama") {
@@ -115,7 +118,7 @@ Status VocabImpl::load(const gguf::File& file) {
     return make_error("unsupported tokenizer model '{}' (tokenizer.ggml.model); supported: llama, gpt2, bert",
                       model);
   }
-  STRATA_ASSIGN(add_space_prefix_, file.get_bool_or("tokenizer.ggml.add_space_prefix", add_space_prefix_));
+  STRATA_ASSIGN(add_space_prefix_, file.get_bool_or(tok::kAddSpacePrefix, add_space_prefix_));
 
   STRATA_TRY(load_tokens(file));
   if (kind_ == VocabKind::Bpe) {
@@ -124,15 +127,15 @@ Status VocabImpl::load(const gguf::File& file) {
   }
   STRATA_TRY(load_special_ids(file));
 
-  STRATA_ASSIGN(add_bos_, file.get_bool_or("tokenizer.ggml.add_bos_token", add_bos_));
-  STRATA_ASSIGN(add_eos_, file.get_bool_or("tokenizer.ggml.add_eos_token", add_eos_));
-  STRATA_ASSIGN(add_sep_, file.get_bool_or("tokenizer.ggml.add_sep_token", add_sep_));
+  STRATA_ASSIGN(add_bos_, file.get_bool_or(tok::kAddBos, add_bos_));
+  STRATA_ASSIGN(add_eos_, file.get_bool_or(tok::kAddEos, add_eos_));
+  STRATA_ASSIGN(add_sep_, file.get_bool_or(tok::kAddSep, add_sep_));
   if (add_bos_ && bos_ < 0) return make_error("tokenizer.ggml.add_bos_token is true, but there is no BOS token");
   if (add_eos_ && eos_ < 0) return make_error("tokenizer.ggml.add_eos_token is true, but there is no EOS token");
   if (add_sep_ && sep_ < 0) return make_error("tokenizer.ggml.add_sep_token is true, but there is no SEP token");
 
-  STRATA_ASSIGN(lowercase_, file.get_bool_or("tokenizer.ggml.normalizer.lowercase", true));
-  STRATA_ASSIGN(strip_accents_, file.get_bool_or("tokenizer.ggml.normalizer.strip_accents", lowercase_));
+  STRATA_ASSIGN(lowercase_, file.get_bool_or(tok::kNormalizerLowercase, true));
+  STRATA_ASSIGN(strip_accents_, file.get_bool_or(tok::kNormalizerStripAccents, lowercase_));
 
   detect_special_tokens();
   build_special_cache(file);
@@ -141,7 +144,7 @@ Status VocabImpl::load(const gguf::File& file) {
 }
 
 Status VocabImpl::load_tokens(const gguf::File& file) {
-  STRATA_ASSIGN(const auto texts, file.get_string_array("tokenizer.ggml.tokens"));
+  STRATA_ASSIGN(const auto texts, file.get_string_array(tok::kTokens));
   const size_t n = texts.size();
   if (n == 0) return make_error("tokenizer.ggml.tokens is empty");
   if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
@@ -149,20 +152,20 @@ Status VocabImpl::load_tokens(const gguf::File& file) {
   }
 
   std::vector<float> scores;
-  if (file.has("tokenizer.ggml.scores")) {
-    auto f32 = file.get_f32_array("tokenizer.ggml.scores");
+  if (file.has(tok::kScores)) {
+    auto f32 = file.get_f32_array(tok::kScores);
     if (f32.ok()) {
       scores = std::move(f32).value();
     } else {
-      auto ints = file.get_int_array("tokenizer.ggml.scores");
+      auto ints = file.get_int_array(tok::kScores);
       if (!ints.ok()) return make_error("tokenizer.ggml.scores must be an f32 or i32 array");
       for (int64_t v : ints.value()) scores.push_back(static_cast<float>(v));
     }
     if (scores.size() < n) return make_error("tokenizer.ggml.scores has {} entries for {} tokens", scores.size(), n);
   }
   std::vector<int64_t> types;
-  if (file.has("tokenizer.ggml.token_type")) {
-    STRATA_ASSIGN(types, file.get_int_array("tokenizer.ggml.token_type"));
+  if (file.has(tok::kTokenType)) {
+    STRATA_ASSIGN(types, file.get_int_array(tok::kTokenType));
     if (types.size() < n) return make_error("tokenizer.ggml.token_type has {} entries for {} tokens", types.size(), n);
   }
 
@@ -193,8 +196,8 @@ Status VocabImpl::load_tokens(const gguf::File& file) {
 }
 
 Status VocabImpl::load_merges(const gguf::File& file) {
-  if (!file.has("tokenizer.ggml.merges")) return make_error("BPE vocab without tokenizer.ggml.merges");
-  STRATA_ASSIGN(const auto merges, file.get_string_array("tokenizer.ggml.merges"));
+  if (!file.has(tok::kMerges)) return make_error("BPE vocab without tokenizer.ggml.merges");
+  STRATA_ASSIGN(const auto merges, file.get_string_array(tok::kMerges));
   if (merges.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     return make_error("tokenizer.ggml.merges has too many entries ({})", merges.size());
   }
@@ -220,17 +223,17 @@ Status VocabImpl::load_merges(const gguf::File& file) {
 }
 
 Status VocabImpl::load_special_ids(const gguf::File& file) {
-  const std::pair<const char*, Token*> keys[] = {
-      {"tokenizer.ggml.bos_token_id", &bos_},         {"tokenizer.ggml.eos_token_id", &eos_},
-      {"tokenizer.ggml.eot_token_id", &eot_},         {"tokenizer.ggml.eom_token_id", &eom_},
-      {"tokenizer.ggml.unknown_token_id", &unk_},     {"tokenizer.ggml.seperator_token_id", &sep_},
-      {"tokenizer.ggml.padding_token_id", &pad_},     {"tokenizer.ggml.mask_token_id", &mask_},
-      {"tokenizer.ggml.fim_pre_token_id", &fim_pre_}, {"tokenizer.ggml.fim_suf_token_id", &fim_suf_},
-      {"tokenizer.ggml.fim_mid_token_id", &fim_mid_}, {"tokenizer.ggml.fim_pad_token_id", &fim_pad_},
-      {"tokenizer.ggml.fim_rep_token_id", &fim_rep_}, {"tokenizer.ggml.fim_sep_token_id", &fim_sep_},
+  const std::pair<SV, Token*> keys[] = {
+      {tok::kBosId, &bos_},         {tok::kEosId, &eos_},
+      {tok::kEotId, &eot_},         {tok::kEomId, &eom_},
+      {tok::kUnknownId, &unk_},     {tok::kSeparatorId, &sep_},
+      {tok::kPaddingId, &pad_},     {tok::kMaskId, &mask_},
+      {tok::kFimPreId, &fim_pre_}, {tok::kFimSufId, &fim_suf_},
+      {tok::kFimMidId, &fim_mid_}, {tok::kFimPadId, &fim_pad_},
+      {tok::kFimRepId, &fim_rep_}, {tok::kFimSepId, &fim_sep_},
       // deprecated spellings, read after the current ones as llama.cpp does
-      {"tokenizer.ggml.prefix_token_id", &fim_pre_},  {"tokenizer.ggml.suffix_token_id", &fim_suf_},
-      {"tokenizer.ggml.middle_token_id", &fim_mid_},
+      {tok::kPrefixId, &fim_pre_},  {tok::kSuffixId, &fim_suf_},
+      {tok::kMiddleId, &fim_mid_},
   };
   for (const auto& [key, id] : keys) {
     if (!valid(*id)) *id = -1;  // a default that the vocab is too small for
@@ -319,9 +322,9 @@ void VocabImpl::build_special_cache(const gguf::File& file) {
                    [&](Token a, Token b) { return tokens_[a].text.size() > tokens_[b].text.size(); });
 
   // Per-model whitespace stripping around special tokens (llama.cpp decides this by name).
-  const std::string name = ascii_lower(string_or_empty(file, "general.name"));
-  const SV pre = string_or_empty(file, "tokenizer.ggml.pre");
-  const SV arch = string_or_empty(file, "general.architecture");
+  const std::string name = ascii_lower(string_or_empty(file, names::kName));
+  const SV pre = string_or_empty(file, tok::kPre);
+  const SV arch = string_or_empty(file, names::kArchitecture);
   auto set_attr = [&](SV text, uint32_t attr, bool on) {
     const Token t = find(text);
     if (t < 0) return;
