@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "gguf/names.h"
+
 namespace strata::model {
 namespace {
 
@@ -53,7 +55,7 @@ Result<std::shared_ptr<const Model>> Model::build(std::shared_ptr<Model> m) {
   const gguf::File& file = *m->file_;
   const gguf::TensorInfo* embd = nullptr;
   for (const gguf::TensorInfo& t : m->infos_) {
-    if (t.name == "token_embd.weight") embd = &t;
+    if (t.name == gguf::names::tensor::kTokenEmbd) embd = &t;
   }
   STRATA_ASSIGN(m->hp_, load_hparams(file, embd));
   m->arch_ = find_architecture(m->hp_.arch);
@@ -81,7 +83,7 @@ Result<std::shared_ptr<const Model>> Model::build(std::shared_ptr<Model> m) {
 
 bool Model::has_output_weight() const {
   for (const Tensor& t : tensors_) {
-    if (t.decl.name == "output.weight") return true;
+    if (t.decl.name == gguf::names::tensor::kOutput) return true;
   }
   return false;
 }

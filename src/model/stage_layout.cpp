@@ -4,13 +4,13 @@
 #include <unordered_set>
 
 #include "model/delta_rule.h"
+#include "gguf/names.h"
 
 namespace strata::model {
 namespace {
 
-constexpr std::string_view kRopeFreqs = "rope_freqs.weight";
-constexpr std::string_view kTokenEmbd = "token_embd.weight";
-constexpr std::string_view kOutput = "output.weight";
+using gguf::names::tensor::kRopeFreqs;
+using gguf::names::tensor::kTokenEmbd;
 
 // The tensor is read by a stage with these roles.
 bool reads(const Model::Tensor& t, int32_t n_layer, const std::vector<uint8_t>& owned, bool runs_layers, bool input,

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "base/checked.h"
+#include "gguf/names.h"
 #include "net/model_identity.h"
 
 namespace strata::net {
@@ -57,7 +58,7 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
     }
     p.forward_to.insert(endpoint);
   }
-  const auto embd = by_name.find("token_embd.weight");
+  const auto embd = by_name.find(std::string(gguf::names::tensor::kTokenEmbd));
   STRATA_ASSIGN(model::HParams hp, model::load_hparams(*p.metadata, embd == by_name.end() ? nullptr : &embd->second));
   model::StageConfig& c = p.config;
   c.owned.assign(hp.n_layer, 0);

@@ -11,6 +11,7 @@
 #include <set>
 #include <tuple>
 
+#include "gguf/names.h"
 #include "plan/internal.h"
 
 namespace strata::plan::detail {
@@ -314,7 +315,7 @@ Result<Resolution> resolve_layers(const model::Model& model, const std::vector<N
     if (request.strict_placement) {
       if (kind) *kind = PlanErrorKind::kStrictPlacement;
       return make_error("plan: --strict-placement: {}; drop that pin (e.g. put '{}=local' first)", msg,
-                        name == "token_embd.weight" ? "token_embd" : "rope_freqs");
+                        name == gguf::names::tensor::kTokenEmbd ? "token_embd" : "rope_freqs");
     }
     res.warnings.push_back(msg + "; the pin is ignored");
   }
