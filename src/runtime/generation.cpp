@@ -5,7 +5,7 @@
 
 namespace strata::runtime {
 
-Generation::Generation(GenerationParams params, int32_t seq, const GenerationModel& model)
+Generation::Generation(const GenerationParams& params, int32_t seq, const GenerationModel& model)
     : Generation(params, seq, model, sampling::Sampler(params.sampling, model.n_vocab)) {}
 
 Generation::Generation(GenerationParams params, int32_t seq, const GenerationModel& model, sampling::Sampler sampler)

@@ -60,7 +60,7 @@ struct GenerationStep {
 class Generation {
  public:
   // The sampler is built from params.sampling (a random seed is drawn then).
-  Generation(GenerationParams params, int32_t seq, const GenerationModel& model);
+  Generation(const GenerationParams& params, int32_t seq, const GenerationModel& model);
   // With a sampler of the caller's (its seed and history carry over).
   Generation(GenerationParams params, int32_t seq, const GenerationModel& model, sampling::Sampler sampler);
 
@@ -83,7 +83,8 @@ class Generation {
   // failed decode must end the generation.
   Feed feed(model::Batch& batch, int32_t budget);
 
-  // Samples the next token from the logits row (n_vocab floats) the last feed() asked for.
+  // Samples the next token from the logits row (n_vocab floats) the last feed() asked for; call it
+  // once per such feed, and not once done.
   GenerationStep next_token(std::span<const float> logits);
 
   // Ends the generation at the caller's request; returns the text still held back.

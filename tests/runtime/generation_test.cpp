@@ -281,6 +281,7 @@ TEST(GenerationParity, generate_and_a_scheduler_slot_produce_the_same_greedy_tex
       return true;
     });
     ASSERT_TRUE(stats.ok()) << stats.error().message;
+    ASSERT_GT(stats->n_generated, 8) << prompt;
     want.push_back(out);
     reasons.push_back(stats->stopped_at_eog ? "stop" : "length");
   }
