@@ -43,7 +43,7 @@ Command add_run(CLI::App& app) {
                  f->sampling.top_p, f->sampling.min_p, sampler.seed());
     if (!f->no_display_prompt) fmt::print("{}", f->prompt);
     std::fflush(stdout);
-    auto stats = runtime::generate(e, request, sampler, [](text::Token, const std::string& piece) {
+    auto stats = runtime::generate(e, request, std::move(sampler), [](text::Token, const std::string& piece) {
       fmt::print("{}", piece);
       std::fflush(stdout);
       return true;

@@ -1,5 +1,6 @@
 #include "runtime/generate.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace strata::runtime {
@@ -9,14 +10,31 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-}  // namespace
-
-Result<std::vector<float>> evaluate_prompt(Engine& engine, int32_t seq, const std::vector<text::Token>& tokens,
-                                           bool all_logits, int32_t top_k) {
+Status check_prompt(const Engine& engine, const std::vector<text::Token>& tokens) {
   if (tokens.empty()) return make_error("the prompt is empty");
   if (static_cast<int64_t>(tokens.size()) > engine.n_ctx_per_seq()) {
     return make_error("the prompt has {} tokens but the context holds {}", tokens.size(), engine.n_ctx_per_seq());
   }
+  return {};
+}
+
+// Feeds the prompt in batches of the engine's size; returns the logits row of its last token.
+Result<std::vector<float>> feed_prompt(Engine& engine, Generation& gen, int32_t top_k) {
+  model::Batch batch;
+  while (true) {
+    batch.clear();
+    const Feed fed = gen.feed(batch, engine.n_batch());
+    if (batch.size() == 0) return make_error("the prompt asked for no logits");
+    STRATA_ASSIGN(std::vector<float> logits, engine.decode(batch, top_k));
+    if (fed.wants_logits) return logits;
+  }
+}
+
+}  // namespace
+
+Result<std::vector<float>> evaluate_prompt(Engine& engine, int32_t seq, const std::vector<text::Token>& tokens,
+                                           bool all_logits, int32_t top_k) {
+  STRATA_TRY(check_prompt(engine, tokens));
   STRATA_TRY(engine.clear_seq(seq));
   std::vector<float> logits;
   model::Batch batch;
@@ -33,37 +51,46 @@ Result<std::vector<float>> evaluate_prompt(Engine& engine, int32_t seq, const st
   return logits;
 }
 
-Result<GenerationStats> generate(Engine& engine, const GenerationRequest& request, sampling::Sampler& sampler,
+Result<GenerationStats> generate(Engine& engine, const GenerationRequest& request, sampling::Sampler sampler,
                                  const TokenCallback& on_token) {
+  STRATA_TRY(check_prompt(engine, request.prompt));
+  GenerationParams params;
+  params.prompt = request.prompt;
+  params.max_tokens = request.n_predict;
+  params.ignore_eos = request.ignore_eos;
+  params.sampling = sampler.params();
+  Generation gen(std::move(params), request.seq, generation_model(engine), std::move(sampler));
+  // Only the candidates the sampler can keep cross the network (all of them when penalties are on).
+  const int32_t top_k = gen.candidates_needed();
+
   GenerationStats stats;
   stats.n_prompt = static_cast<int32_t>(request.prompt.size());
   auto start = std::chrono::steady_clock::now();
-  // Only the candidates the sampler can keep cross the network (all of them when penalties are on).
-  const int32_t top_k = sampling::candidates_needed(sampler.params(), engine.n_vocab());
-  STRATA_ASSIGN(std::vector<float> logits, evaluate_prompt(engine, request.seq, request.prompt, false, top_k));
+  STRATA_TRY(engine.clear_seq(request.seq));
+  STRATA_ASSIGN(std::vector<float> logits, feed_prompt(engine, gen, top_k));
   stats.prompt_seconds = seconds_since(start);
-  for (text::Token t : request.prompt) sampler.accept(t);
+  if (request.n_predict == 0) return stats;
 
   start = std::chrono::steady_clock::now();
-  text::Utf8Stream stream;
-  int32_t pos = stats.n_prompt;
+  std::string rest;  // text after the last token reported
   model::Batch batch;
-  while (request.n_predict < 0 || stats.n_generated < request.n_predict) {
-    const text::Token token = sampler.sample(logits);
-    sampler.accept(token);
-    ++stats.n_generated;
-    if (!request.ignore_eos && engine.vocab().is_eog(token)) {
+  while (true) {
+    GenerationStep step = gen.next_token(logits);
+    stats.n_generated = gen.n_generated();
+    if (step.end_of_generation) {
       stats.stopped_at_eog = true;
+      rest = std::move(step.text);
       break;
     }
-    if (!on_token(token, stream.push(engine.vocab().token_to_piece(token, false)))) break;
-    const bool more = request.n_predict < 0 || stats.n_generated < request.n_predict;
-    if (!more || pos >= engine.n_ctx_per_seq()) break;
+    if (!on_token(step.token, step.text)) {
+      rest = gen.finish_early();
+      break;
+    }
+    if (step.done) break;
     batch.clear();
-    batch.add(token, pos++, request.seq, true);
+    gen.feed(batch, 1);
     STRATA_ASSIGN(logits, engine.decode(batch, top_k));
   }
-  const std::string rest = stream.flush();
   if (!rest.empty()) on_token(-1, rest);
   stats.generation_seconds = seconds_since(start);
   return stats;

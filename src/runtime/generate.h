@@ -1,4 +1,5 @@
-// The generation loop: prompt in batches, then one token at a time through the sampler.
+// `strata run`'s generation: one sequence through the engine, driven by the same Generation state
+// machine as every server slot.
 #pragma once
 
 #include <functional>
@@ -6,6 +7,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "runtime/generation.h"
 #include "sampling/sampler.h"
 
 namespace strata::runtime {
@@ -22,18 +24,26 @@ struct GenerationStats {
   }
 };
 
-// Called for each generated token with its text (complete UTF-8 characters only); return false to stop.
+// Called for each generated token with its text (complete UTF-8 characters, except that the last
+// token's text also carries whatever the generation ends with); return false to stop. Text left over
+// after an end-of-generation token or a stop comes with token -1.
 using TokenCallback = std::function<bool(text::Token token, const std::string& text)>;
 
 struct GenerationRequest {
   std::vector<text::Token> prompt;
-  int32_t n_predict = 128;  // < 0: until end of generation or the context is full
+  int32_t n_predict = 128;  // < 0: until end of generation or the context is full; 0: the prompt only
   int32_t seq = 0;
   bool ignore_eos = false;
 };
 
-// Clears the sequence, evaluates the prompt, then samples up to n_predict tokens.
-Result<GenerationStats> generate(Engine& engine, const GenerationRequest& request, sampling::Sampler& sampler,
+// The engine's facts a Generation needs.
+inline GenerationModel generation_model(const Engine& engine) {
+  return {&engine.vocab(), engine.n_vocab(), engine.n_ctx_per_seq()};
+}
+
+// Clears the sequence, evaluates the prompt, then samples up to n_predict tokens. The generation owns
+// its sampler, so it takes a copy of the caller's (same seed, same history).
+Result<GenerationStats> generate(Engine& engine, const GenerationRequest& request, sampling::Sampler sampler,
                                  const TokenCallback& on_token);
 
 // Evaluates tokens on a cleared sequence in batches of the engine's batch size. Returns the logits of

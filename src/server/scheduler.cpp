@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
+#include <optional>
+#include <span>
+
+#include "runtime/generate.h"
 
 namespace strata::server {
 
@@ -39,13 +42,7 @@ void Request::finish(std::string reason, std::string error) {
 struct Scheduler::Slot {
   int32_t seq = 0;
   std::shared_ptr<Request> req;
-  std::unique_ptr<sampling::Sampler> sampler;
-  int32_t n_past = 0;        // positions in the cache
-  size_t prompt_done = 0;    // prompt tokens decoded
-  text::Token next = -1;     // sampled and not yet decoded
-  text::Utf8Stream utf8;
-  std::string held;          // text held back while it may be the start of a stop string
-  int32_t generated = 0;
+  std::optional<runtime::Generation> gen;  // set while req is
   bool active() const { return req != nullptr; }
 };
 
@@ -110,14 +107,7 @@ bool Scheduler::assign_queued() {
         continue;
       }
       slot->req = req;
-      slot->sampler = std::make_unique<sampling::Sampler>(req->params().sampling, engine_.n_vocab());
-      for (text::Token t : req->params().prompt) slot->sampler->accept(t);
-      slot->n_past = 0;
-      slot->prompt_done = 0;
-      slot->next = -1;
-      slot->utf8 = text::Utf8Stream();
-      slot->held.clear();
-      slot->generated = 0;
+      slot->gen.emplace(req->params(), slot->seq, runtime::generation_model(engine_));
     }
     any_active |= slot->active();
   }
@@ -139,6 +129,7 @@ void Scheduler::loop() {
 void Scheduler::release(Slot& slot, bool cancelled) {
   std::lock_guard lock(mu_);
   slot.req.reset();
+  slot.gen.reset();
   if (cancelled) ++stats_.requests_cancelled;
 }
 
@@ -148,57 +139,63 @@ void Scheduler::fail_active(const std::string& error) {
     if (!slot->active()) continue;
     slot->req->finish("", error);
     slot->req.reset();
+    slot->gen.reset();
     ++stats_.requests_failed;
   }
 }
 
-void Scheduler::step() {
-  model::Batch batch;
-  std::vector<Slot*> rows;  // slot of each row that wants logits
-  const int32_t budget = engine_.n_batch();
+// Ends the slots whose client left, and clears the sequence of those not started yet.
+bool Scheduler::drop_cancelled_and_clear_new() {
   for (auto& slot : slots_) {
     if (!slot->active()) continue;
     if (slot->req->cancelled()) {
-      spdlog::info("request cancelled by its client after {} generated tokens", slot->generated);
+      spdlog::info("request cancelled by its client after {} generated tokens", slot->gen->n_generated());
       slot->req->finish("", "cancelled");
       release(*slot, /*cancelled=*/true);
       continue;
     }
-    if (slot->prompt_done == 0 && slot->n_past == 0) {
+    if (!slot->gen->started()) {
       if (auto s = engine_.clear_seq(slot->seq); !s.ok()) {
         fail_active(s.error().message);
-        return;
+        return false;
       }
     }
-    if (slot->next >= 0 && batch.size() < budget) {
-      batch.add(slot->next, slot->n_past, slot->seq, true);
+  }
+  return true;
+}
+
+// Tokens being generated go first, one row each; prompt chunks fill the rest of the batch. Returns the
+// prompt tokens added; rows gets the slot of each row that wants logits, in batch order.
+int64_t Scheduler::fill_batch(model::Batch& batch, std::vector<Slot*>& rows) {
+  std::vector<Slot*> prompting;
+  for (auto& slot : slots_) {
+    if (!slot->active()) continue;
+    if (!slot->gen->generating()) {
+      prompting.push_back(slot.get());
+    } else if (slot->gen->feed(batch, engine_.n_batch()).wants_logits) {
       rows.push_back(slot.get());
     }
   }
-  // Prompt chunks fill the rest of the batch.
-  std::vector<std::pair<Slot*, size_t>> prompt_taken;
-  for (auto& slot : slots_) {
-    if (!slot->active() || slot->next >= 0) continue;
-    const auto& prompt = slot->req->params().prompt;
-    const size_t room = static_cast<size_t>(budget - batch.size());
-    const size_t take = std::min(room, prompt.size() - slot->prompt_done);
-    for (size_t i = 0; i < take; ++i) {
-      const size_t at = slot->prompt_done + i;
-      const bool last = at + 1 == prompt.size();
-      batch.add(prompt[at], static_cast<int32_t>(at), slot->seq, last);
-      if (last) rows.push_back(slot.get());
-    }
-    if (take > 0) prompt_taken.emplace_back(slot.get(), take);
+  int64_t prompt_tokens = 0;
+  for (Slot* slot : prompting) {
+    const runtime::Feed fed = slot->gen->feed(batch, engine_.n_batch());
+    prompt_tokens += fed.prompt_rows;
+    if (fed.wants_logits) rows.push_back(slot);
   }
+  return prompt_tokens;
+}
+
+void Scheduler::step() {
+  if (!drop_cancelled_and_clear_new()) return;
+  model::Batch batch;
+  std::vector<Slot*> rows;
+  const int64_t prompt_tokens = fill_batch(batch, rows);
   if (batch.size() == 0) return;
 
-  // A remote output stage sends only the candidates every row's sampler can keep; logprobs need
-  // whole rows (their normalizer is over the full vocabulary).
+  // A remote output stage sends only the candidates every row's sampler can keep (0: whole rows).
   int32_t top_k = 1;
   for (const Slot* slot : rows) {
-    const int32_t need = slot->req->params().top_logprobs >= 0
-                             ? 0
-                             : sampling::candidates_needed(slot->sampler->params(), engine_.n_vocab());
+    const int32_t need = slot->gen->candidates_needed();
     top_k = need == 0 || top_k == 0 ? 0 : std::max(top_k, need);
   }
   const auto start = std::chrono::steady_clock::now();
@@ -212,76 +209,23 @@ void Scheduler::step() {
   {
     std::lock_guard lock(mu_);
     stats_.decode_seconds += seconds;
-    for (auto& [slot, n] : prompt_taken) stats_.prompt_tokens += n;
+    stats_.prompt_tokens += prompt_tokens;
   }
-  for (auto& [slot, n] : prompt_taken) {
-    slot->prompt_done += n;
-    slot->n_past += static_cast<int32_t>(n);
-  }
-  const int32_t V = engine_.n_vocab();
-  for (size_t r = 0; r < rows.size(); ++r) {
-    Slot& slot = *rows[r];
-    if (slot.next >= 0) ++slot.n_past;  // the generated token just decoded
-    emit(slot, -1, logits->data() + r * V);
-  }
+  const size_t V = static_cast<size_t>(engine_.n_vocab());
+  for (size_t r = 0; r < rows.size(); ++r) emit(*rows[r], std::span<const float>(logits->data() + r * V, V));
 }
 
-void Scheduler::emit(Slot& slot, text::Token, const float* logits) {
-  const GenerationParams& p = slot.req->params();
-  const int32_t V = engine_.n_vocab();
-  const std::span<const float> row(logits, static_cast<size_t>(V));
-  const text::Token token = slot.sampler->sample(row);
-  slot.sampler->accept(token);
-  ++slot.generated;
-  slot.req->n_generated_.store(slot.generated);
+void Scheduler::emit(Slot& slot, std::span<const float> logits) {
+  runtime::GenerationStep step = slot.gen->next_token(logits);
+  slot.req->n_generated_.store(slot.gen->n_generated());
   {
     std::lock_guard lock(mu_);
     ++stats_.generated_tokens;
   }
-  const text::Vocab& vocab = engine_.vocab();
-  std::vector<TokenLogprob> logprobs;
-  if (p.top_logprobs >= 0) {
-    float max = row[0];
-    for (float v : row) max = std::max(max, v);
-    double sum = 0;
-    for (float v : row) sum += std::exp(static_cast<double>(v - max));
-    const float log_z = max + static_cast<float>(std::log(sum));
-    TokenLogprob lp{token, vocab.token_to_piece(token, true), row[token] - log_z, {}};
-    for (const auto& c : sampling::Sampler::top_logprobs(row, p.top_logprobs)) {
-      lp.top.emplace_back(vocab.token_to_piece(c.id, true), c.p);
-    }
-    logprobs.push_back(std::move(lp));
-  }
-  auto finish = [&](const char* reason) {
-    slot.held += slot.utf8.flush();
-    slot.req->push(std::move(slot.held), std::move(logprobs));
-    slot.req->finish(reason);
-    release(slot);
-    slot.next = -1;
-  };
-  if (vocab.is_eog(token) && !p.ignore_eos) return finish("stop");
-  slot.held += slot.utf8.push(vocab.token_to_piece(token, false));
-  // A stop string ends the text before it; text that could still become one is held back.
-  size_t keep_from = slot.held.size();
-  for (const std::string& stop : p.stop) {
-    if (stop.empty()) continue;
-    if (const size_t at = slot.held.find(stop); at != std::string::npos) {
-      slot.held.resize(at);
-      slot.utf8 = text::Utf8Stream();
-      return finish("stop");
-    }
-    for (size_t n = std::min(stop.size() - 1, slot.held.size()); n > 0; --n) {
-      if (slot.held.compare(slot.held.size() - n, n, stop, 0, n) == 0) {
-        keep_from = std::min(keep_from, slot.held.size() - n);
-        break;
-      }
-    }
-  }
-  if (p.max_tokens >= 0 && slot.generated >= p.max_tokens) return finish("length");
-  if (slot.n_past + 1 >= engine_.n_ctx_per_seq()) return finish("length");
-  slot.req->push(slot.held.substr(0, keep_from), std::move(logprobs));
-  slot.held.erase(0, keep_from);
-  slot.next = token;
+  slot.req->push(std::move(step.text), std::move(step.logprobs));
+  if (!step.done) return;
+  slot.req->finish(step.finish_reason);
+  release(slot);
 }
 
 }  // namespace strata::server

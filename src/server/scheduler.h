@@ -8,31 +8,19 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "runtime/engine.h"
-#include "sampling/sampler.h"
-#include "text/vocab.h"
+#include "runtime/generation.h"
 
 namespace strata::server {
 
-struct GenerationParams {
-  std::vector<text::Token> prompt;
-  int32_t max_tokens = -1;  // -1: until end of generation or the context is full
-  bool ignore_eos = false;  // keep generating past end-of-generation tokens (llama-server's field)
-  sampling::Params sampling;
-  std::vector<std::string> stop;
-  int32_t top_logprobs = -1;  // -1: no logprobs; 0..20: the chosen token's, plus that many alternatives
-};
-
-struct TokenLogprob {
-  text::Token token;
-  std::string text;
-  float logprob;
-  std::vector<std::pair<std::string, float>> top;  // alternatives (text, logprob)
-};
+// The request fields and logprobs are the shared generation's (runtime/generation.h).
+using GenerationParams = runtime::GenerationParams;
+using TokenLogprob = runtime::TokenLogprob;
 
 // One request's stream, shared by the HTTP handler (reader) and the scheduler (writer).
 class Request {
@@ -94,9 +82,11 @@ class Scheduler {
   void loop();
   bool assign_queued();
   void step();
+  bool drop_cancelled_and_clear_new();
+  int64_t fill_batch(model::Batch& batch, std::vector<Slot*>& rows);
   void fail_active(const std::string& error);
   void release(Slot& slot, bool cancelled = false);
-  void emit(Slot& slot, text::Token token, const float* logits);
+  void emit(Slot& slot, std::span<const float> logits);
 
   runtime::Engine& engine_;
   std::vector<std::unique_ptr<Slot>> slots_;

@@ -1,0 +1,128 @@
+#include "runtime/generation.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace strata::runtime {
+
+Generation::Generation(const GenerationParams& params, int32_t seq, const GenerationModel& model)
+    : Generation(params, seq, model, sampling::Sampler(params.sampling, model.n_vocab)) {}
+
+Generation::Generation(GenerationParams params, int32_t seq, const GenerationModel& model, sampling::Sampler sampler)
+    : params_(std::move(params)), seq_(seq), model_(model), sampler_(std::move(sampler)) {
+  // Penalties count the prompt's tokens too.
+  for (text::Token t : params_.prompt) sampler_.accept(t);
+}
+
+int32_t Generation::candidates_needed() const {
+  if (params_.top_logprobs >= 0) return 0;
+  return sampling::candidates_needed(sampler_.params(), model_.n_vocab);
+}
+
+Feed Generation::feed(model::Batch& batch, int32_t budget) {
+  Feed out;
+  if (done_ || batch.size() >= budget) return out;
+  if (next_ >= 0) {
+    batch.add(next_, n_past_++, seq_, true);
+    next_ = -1;
+    out.wants_logits = true;
+    return out;
+  }
+  const size_t room = static_cast<size_t>(budget - batch.size());
+  const size_t take = std::min(room, params_.prompt.size() - prompt_done_);
+  for (size_t i = 0; i < take; ++i) {
+    const size_t at = prompt_done_ + i;
+    out.wants_logits = at + 1 == params_.prompt.size();
+    batch.add(params_.prompt[at], static_cast<int32_t>(at), seq_, out.wants_logits);
+  }
+  prompt_done_ += take;
+  n_past_ += static_cast<int32_t>(take);
+  out.prompt_rows = static_cast<int32_t>(take);
+  return out;
+}
+
+GenerationStep Generation::next_token(std::span<const float> logits) {
+  GenerationStep step;
+  step.token = sampler_.sample(logits);
+  sampler_.accept(step.token);
+  ++n_generated_;
+  if (params_.top_logprobs >= 0) step.logprobs.push_back(logprob_of(step.token, logits));
+  const text::Vocab& vocab = *model_.vocab;
+  if (!params_.ignore_eos && vocab.is_eog(step.token)) {
+    step.end_of_generation = true;
+    return finish(step, "stop");
+  }
+  held_ += utf8_.push(vocab.token_to_piece(step.token, false));
+  if (cut_at_stop_string()) return finish(step, "stop");
+  if (params_.max_tokens >= 0 && n_generated_ >= params_.max_tokens) return finish(step, "length");
+  // The context is full once the prompt and the generated tokens fill the sequence's cells: the
+  // token just sampled would take the last one. So prompt + completion <= n_ctx_per_seq, as the
+  // OpenAI API counts a context (and Scheduler::submit refuses a prompt that leaves no room).
+  // Before the two paths were merged, generate() went one token further; no test reaches either.
+  if (n_past_ + 1 >= model_.n_ctx_per_seq) return finish(step, "length");
+  const size_t keep_from = held_back_from();
+  step.text = held_.substr(0, keep_from);
+  held_.erase(0, keep_from);
+  next_ = step.token;
+  return step;
+}
+
+std::string Generation::finish_early() {
+  std::string rest = std::move(held_) + utf8_.flush();
+  held_.clear();
+  next_ = -1;
+  done_ = true;
+  return rest;
+}
+
+GenerationStep& Generation::finish(GenerationStep& step, const char* reason) {
+  step.text = finish_early();
+  step.done = true;
+  step.finish_reason = reason;
+  return step;
+}
+
+// A stop string ends the text before it (the first listed one found wins).
+bool Generation::cut_at_stop_string() {
+  for (const std::string& stop : params_.stop) {
+    if (stop.empty()) continue;
+    if (const size_t at = held_.find(stop); at != std::string::npos) {
+      held_.resize(at);
+      utf8_ = text::Utf8Stream();  // an incomplete character after the stop string goes too
+      return true;
+    }
+  }
+  return false;
+}
+
+// Where the held text's longest tail that could still grow into a stop string begins.
+size_t Generation::held_back_from() const {
+  size_t keep_from = held_.size();
+  for (const std::string& stop : params_.stop) {
+    if (stop.empty()) continue;
+    for (size_t n = std::min(stop.size() - 1, held_.size()); n > 0; --n) {
+      if (held_.compare(held_.size() - n, n, stop, 0, n) == 0) {
+        keep_from = std::min(keep_from, held_.size() - n);
+        break;
+      }
+    }
+  }
+  return keep_from;
+}
+
+// The token's logprob over the full vocabulary, and the most probable alternatives.
+TokenLogprob Generation::logprob_of(text::Token token, std::span<const float> logits) const {
+  float max = logits[0];
+  for (float v : logits) max = std::max(max, v);
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v - max));
+  const float log_z = max + static_cast<float>(std::log(sum));
+  const text::Vocab& vocab = *model_.vocab;
+  TokenLogprob lp{token, vocab.token_to_piece(token, true), logits[token] - log_z, {}};
+  for (const auto& c : sampling::Sampler::top_logprobs(logits, params_.top_logprobs)) {
+    lp.top.emplace_back(vocab.token_to_piece(c.id, true), c.p);
+  }
+  return lp;
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,112 @@
+// One request's generation as a state machine, shared by `strata run` (runtime::generate) and every
+// server slot. It feeds the prompt into batches, then turns each logits row it asked for into the next
+// token, that token's text (whole UTF-8 characters, stop strings cut off) and, when asked, logprobs,
+// until end of generation, a stop string, the token limit or a full context. The caller owns the
+// batching and the engine call; a Generation never touches the engine.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/batch.h"
+#include "sampling/sampler.h"
+#include "text/vocab.h"
+
+namespace strata::runtime {
+
+struct GenerationParams {
+  std::vector<text::Token> prompt;
+  int32_t max_tokens = -1;  // < 0: until end of generation or the context is full
+  bool ignore_eos = false;  // keep generating past end-of-generation tokens (llama-server's field)
+  sampling::Params sampling;
+  std::vector<std::string> stop;
+  int32_t top_logprobs = -1;  // -1: no logprobs; 0..20: the chosen token's, plus that many alternatives
+};
+
+struct TokenLogprob {
+  text::Token token;
+  std::string text;
+  float logprob;
+  std::vector<std::pair<std::string, float>> top;  // alternatives (text, logprob)
+};
+
+// What a generation needs of the model: the vocabulary (end-of-generation tokens, token text), the
+// size of a logits row and the cells of one sequence.
+struct GenerationModel {
+  const text::Vocab* vocab = nullptr;
+  int32_t n_vocab = 0;
+  int32_t n_ctx_per_seq = 0;
+};
+
+// The rows one Generation::feed() added to a batch.
+struct Feed {
+  int32_t prompt_rows = 0;    // prompt tokens among them
+  bool wants_logits = false;  // the last row asks for logits: hand that row to next_token()
+};
+
+// What one logits row turned into.
+struct GenerationStep {
+  text::Token token = -1;              // the sampled token
+  std::string text;                    // text released now (all that is left when done)
+  std::vector<TokenLogprob> logprobs;  // the token's, when top_logprobs >= 0
+  bool end_of_generation = false;      // the token ends generation; its own text is not emitted
+  bool done = false;
+  std::string finish_reason;  // "stop" or "length" when done
+};
+
+class Generation {
+ public:
+  // The sampler is built from params.sampling (a random seed is drawn then).
+  Generation(const GenerationParams& params, int32_t seq, const GenerationModel& model);
+  // With a sampler of the caller's (its seed and history carry over).
+  Generation(GenerationParams params, int32_t seq, const GenerationModel& model, sampling::Sampler sampler);
+
+  int32_t seq() const { return seq_; }
+  const GenerationParams& params() const { return params_; }
+  const sampling::Sampler& sampler() const { return sampler_; }
+  int32_t n_generated() const { return n_generated_; }
+  int32_t n_past() const { return n_past_; }  // positions of the sequence in the cache
+  bool started() const { return prompt_done_ > 0; }
+  // The prompt is in and a sampled token waits to be decoded.
+  bool generating() const { return next_ >= 0; }
+  bool done() const { return done_; }
+
+  // How many of each logits row's best entries the sampler can use (Engine::decode's top_k): 0 for
+  // whole rows, which logprobs need (their normalizer is over the full vocabulary).
+  int32_t candidates_needed() const;
+
+  // Adds this generation's next rows while the batch holds fewer than `budget`: the sampled token
+  // waiting to be decoded, or the next chunk of the prompt. They count as decoded from here on, so a
+  // failed decode must end the generation.
+  Feed feed(model::Batch& batch, int32_t budget);
+
+  // Samples the next token from the logits row (n_vocab floats) the last feed() asked for; call it
+  // once per such feed, and not once done.
+  GenerationStep next_token(std::span<const float> logits);
+
+  // Ends the generation at the caller's request; returns the text still held back.
+  std::string finish_early();
+
+ private:
+  TokenLogprob logprob_of(text::Token token, std::span<const float> logits) const;
+  bool cut_at_stop_string();
+  size_t held_back_from() const;
+  GenerationStep& finish(GenerationStep& step, const char* reason);
+
+  GenerationParams params_;
+  int32_t seq_;
+  GenerationModel model_;
+  sampling::Sampler sampler_;
+  size_t prompt_done_ = 0;  // prompt tokens fed
+  int32_t n_past_ = 0;      // positions fed (the prompt's and the generated tokens')
+  text::Token next_ = -1;   // sampled and not yet fed
+  int32_t n_generated_ = 0;
+  text::Utf8Stream utf8_;
+  std::string held_;        // text held back while it may be the start of a stop string
+  bool done_ = false;
+};
+
+}  // namespace strata::runtime

@@ -1,0 +1,315 @@
+// The generation state machine shared by `strata run` and the server's slots: hand-made logits rows
+// over a real vocabulary (llama's SentencePiece one) pin down prompt feeding, stop strings, UTF-8
+// assembly, the end conditions and logprobs; on a real model, generate() and a scheduler slot agree.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "runtime/generate.h"
+#include "runtime/generation.h"
+#include "server/scheduler.h"
+#include "testing/shared_data.h"
+#include "text/test_vocab.h"
+
+namespace strata::runtime {
+namespace {
+
+class GenerationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    vocab_ = text::testing_util::load_shared_vocab("models/vocab/ggml-vocab-llama-spm.gguf");
+    ASSERT_TRUE(vocab_);
+  }
+
+  GenerationModel model(int32_t n_ctx_per_seq = 64) const {
+    return {vocab_.get(), vocab_->n_tokens(), n_ctx_per_seq};
+  }
+
+  // Greedy over a short prompt: the favourite of each row is what gets sampled.
+  static GenerationParams greedy(int32_t max_tokens = -1) {
+    GenerationParams p;
+    p.prompt = {1, 15043, 3186};
+    p.max_tokens = max_tokens;
+    p.sampling.temp = 0;
+    return p;
+  }
+
+  // A row whose clear favourite is `token`.
+  std::vector<float> row_for(text::Token token) const {
+    std::vector<float> row(static_cast<size_t>(vocab_->n_tokens()), 0.0f);
+    row[static_cast<size_t>(token)] = 10.0f;
+    return row;
+  }
+
+  // The token whose text is exactly `piece` (ids differ between vocabularies; the text does not).
+  text::Token token_of(const std::string& piece) const {
+    for (text::Token t = 0; t < vocab_->n_tokens(); ++t) {
+      if (vocab_->token_to_piece(t, false) == piece) return t;
+    }
+    ADD_FAILURE() << "no token for '" << piece << "'";
+    return 0;
+  }
+
+  text::Token byte_token(unsigned char byte) const {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", byte);
+    for (text::Token t = 0; t < vocab_->n_tokens(); ++t) {
+      if (vocab_->token_text(t) == name) return t;
+    }
+    ADD_FAILURE() << "no byte token " << name;
+    return 0;
+  }
+
+  // Feeds the prompt in one batch, then makes each row's favourite the next token until done.
+  static std::vector<GenerationStep> run(Generation& gen, const std::vector<std::vector<float>>& rows) {
+    model::Batch batch;
+    EXPECT_TRUE(gen.feed(batch, 512).wants_logits);
+    std::vector<GenerationStep> steps;
+    for (const auto& row : rows) {
+      if (gen.done()) break;
+      steps.push_back(gen.next_token(row));
+      batch.clear();
+      if (!gen.done()) {
+        EXPECT_TRUE(gen.feed(batch, 512).wants_logits);
+      }
+    }
+    return steps;
+  }
+
+  std::vector<std::vector<float>> rows_for(const std::vector<text::Token>& tokens) const {
+    std::vector<std::vector<float>> rows;
+    for (text::Token t : tokens) rows.push_back(row_for(t));
+    return rows;
+  }
+
+  static std::string joined_text(const std::vector<GenerationStep>& steps) {
+    std::string out;
+    for (const auto& s : steps) out += s.text;
+    return out;
+  }
+
+  std::shared_ptr<const text::Vocab> vocab_;
+};
+
+TEST_F(GenerationTest, the_prompt_is_fed_in_chunks_within_the_budget_and_only_its_last_row_wants_logits) {
+  GenerationParams p = greedy();
+  p.prompt = {1, 15043, 3186, 29991, 29889};
+  Generation gen(p, 3, model());
+  model::Batch batch;
+  batch.add(7, 0, 0, true);  // another sequence's row already in the batch
+  Feed fed = gen.feed(batch, 3);
+  EXPECT_EQ(fed.prompt_rows, 2);
+  EXPECT_FALSE(fed.wants_logits);
+  EXPECT_TRUE(gen.started());
+  EXPECT_EQ(gen.feed(batch, 3).prompt_rows, 0) << "the batch is full";
+  batch.clear();
+  fed = gen.feed(batch, 3);
+  EXPECT_EQ(fed.prompt_rows, 3);
+  EXPECT_TRUE(fed.wants_logits);
+  EXPECT_EQ(batch.pos, (std::vector<int32_t>{2, 3, 4}));
+  EXPECT_EQ(batch.seq, (std::vector<int32_t>{3, 3, 3}));
+  EXPECT_EQ(batch.logits, (std::vector<uint8_t>{0, 0, 1}));
+  EXPECT_FALSE(gen.generating());
+
+  const GenerationStep step = gen.next_token(row_for(15043));
+  EXPECT_EQ(step.token, 15043);
+  EXPECT_FALSE(step.done);
+  EXPECT_TRUE(gen.generating());
+  batch.clear();
+  fed = gen.feed(batch, 1);
+  EXPECT_TRUE(fed.wants_logits);
+  EXPECT_EQ(fed.prompt_rows, 0);
+  EXPECT_EQ(batch.tokens, (std::vector<int32_t>{15043}));
+  EXPECT_EQ(batch.pos, (std::vector<int32_t>{5}));
+  EXPECT_EQ(gen.n_past(), 6);
+}
+
+TEST_F(GenerationTest, a_stop_string_split_across_tokens_ends_the_text_before_it) {
+  GenerationParams p = greedy();
+  p.stop = {"lo wo"};
+  Generation gen(p, 0, model());
+  const auto steps = run(gen, rows_for({token_of(" Hello"), token_of(" world"), token_of("!")}));
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].text, " Hel") << "'lo' may be the start of the stop string";
+  EXPECT_TRUE(steps[1].done);
+  EXPECT_EQ(steps[1].finish_reason, "stop");
+  EXPECT_EQ(joined_text(steps), " Hel");
+}
+
+TEST_F(GenerationTest, held_back_text_is_released_once_it_cannot_become_a_stop_string) {
+  GenerationParams p = greedy(3);
+  p.stop = {"lo there", "!!"};
+  Generation gen(p, 0, model());
+  const auto steps = run(gen, rows_for({token_of(" Hello"), token_of(" world"), token_of("!")}));
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[0].text, " Hel");
+  EXPECT_EQ(steps[1].text, "lo world");
+  EXPECT_EQ(steps[2].text, "!") << "held back for '!!', then released when the limit ends the generation";
+  EXPECT_EQ(steps[2].finish_reason, "length");
+}
+
+TEST_F(GenerationTest, multi_byte_characters_are_assembled_from_byte_tokens) {
+  Generation gen(greedy(), 0, model());
+  // "é" (C3 A9) then "€" (E2 82 AC), one byte token each.
+  const auto steps = run(gen, rows_for({byte_token(0xC3), byte_token(0xA9), byte_token(0xE2), byte_token(0x82),
+                                        byte_token(0xAC)}));
+  ASSERT_EQ(steps.size(), 5u);
+  const std::vector<std::string> want = {"", "\xC3\xA9", "", "", "\xE2\x82\xAC"};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(steps[i].text, want[i]) << "step " << i;
+}
+
+TEST_F(GenerationTest, an_incomplete_character_at_the_end_is_flushed_with_the_last_token) {
+  Generation gen(greedy(2), 0, model());
+  const auto steps = run(gen, rows_for({token_of(" Hello"), byte_token(0xE2)}));
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[1].text, "\xE2");
+  EXPECT_EQ(steps[1].finish_reason, "length");
+}
+
+TEST_F(GenerationTest, end_of_generation_stops_unless_ignore_eos) {
+  const text::Token eos = vocab_->eos();
+  ASSERT_TRUE(vocab_->is_eog(eos));
+  {
+    Generation gen(greedy(), 0, model());
+    const auto steps = run(gen, rows_for({token_of(" Hello"), eos, token_of(" world")}));
+    ASSERT_EQ(steps.size(), 2u);
+    EXPECT_TRUE(steps[1].end_of_generation);
+    EXPECT_TRUE(steps[1].done);
+    EXPECT_EQ(steps[1].finish_reason, "stop");
+    EXPECT_EQ(steps[1].text, "");
+    EXPECT_EQ(gen.n_generated(), 2) << "the end-of-generation token counts as generated";
+  }
+  GenerationParams p = greedy(3);
+  p.ignore_eos = true;
+  Generation gen(p, 0, model());
+  const auto steps = run(gen, rows_for({token_of(" Hello"), eos, token_of(" world")}));
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_FALSE(steps[1].end_of_generation);
+  EXPECT_FALSE(steps[1].done);
+  EXPECT_EQ(joined_text(steps), " Hello world");
+  EXPECT_EQ(steps[2].finish_reason, "length");
+}
+
+TEST_F(GenerationTest, max_tokens_ends_with_length) {
+  Generation gen(greedy(4), 0, model());
+  const auto steps = run(gen, rows_for(std::vector<text::Token>(10, token_of(" world"))));
+  ASSERT_EQ(steps.size(), 4u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(steps[i].done);
+  EXPECT_EQ(steps[3].finish_reason, "length");
+  EXPECT_EQ(gen.n_generated(), 4);
+  EXPECT_EQ(joined_text(steps), " world world world world");
+}
+
+TEST_F(GenerationTest, a_full_context_ends_with_length_when_prompt_and_completion_fill_it) {
+  const GenerationParams p = greedy();  // 3 prompt tokens, no token limit
+  Generation gen(p, 0, model(8));
+  const auto steps = run(gen, rows_for(std::vector<text::Token>(20, token_of(" world"))));
+  ASSERT_EQ(steps.size(), 5u) << "prompt + completion == n_ctx_per_seq";
+  EXPECT_EQ(steps.back().finish_reason, "length");
+  EXPECT_EQ(gen.n_past(), 7) << "the last token is never decoded";
+}
+
+TEST_F(GenerationTest, candidates_needed_follows_the_sampler_and_is_zero_for_logprobs) {
+  EXPECT_EQ(Generation(greedy(), 0, model()).candidates_needed(), 1);
+  GenerationParams p = greedy();
+  p.sampling = sampling::Params{};
+  p.sampling.seed = 1;
+  EXPECT_EQ(Generation(p, 0, model()).candidates_needed(), 40);
+  p.sampling.repeat_penalty = 1.1f;
+  EXPECT_EQ(Generation(p, 0, model()).candidates_needed(), 0) << "penalties change logits outside any top-k";
+  p = greedy();
+  p.top_logprobs = 0;
+  EXPECT_EQ(Generation(p, 0, model()).candidates_needed(), 0) << "logprobs normalize over the whole row";
+}
+
+TEST_F(GenerationTest, logprobs_are_over_the_full_vocabulary_with_the_top_alternatives) {
+  GenerationParams p = greedy(1);
+  p.top_logprobs = 2;
+  Generation gen(p, 0, model());
+  const text::Token hello = token_of(" Hello");
+  const auto steps = run(gen, rows_for({hello}));
+  ASSERT_EQ(steps.size(), 1u);
+  ASSERT_EQ(steps[0].logprobs.size(), 1u);
+  const TokenLogprob& lp = steps[0].logprobs[0];
+  const double log_z = std::log(std::exp(10.0) + (vocab_->n_tokens() - 1));
+  EXPECT_EQ(lp.token, hello);
+  EXPECT_EQ(lp.text, " Hello");
+  EXPECT_NEAR(lp.logprob, 10.0 - log_z, 1e-4);
+  ASSERT_EQ(lp.top.size(), 2u);
+  EXPECT_EQ(lp.top[0].first, " Hello");
+  EXPECT_NEAR(lp.top[0].second, 10.0 - log_z, 1e-4);
+  EXPECT_EQ(lp.top[1].first, vocab_->token_to_piece(0, true)) << "ties go to the lowest id";
+  EXPECT_NEAR(lp.top[1].second, -log_z, 1e-4);
+  EXPECT_TRUE(Generation(greedy(), 0, model()).next_token(row_for(hello)).logprobs.empty());
+}
+
+TEST_F(GenerationTest, finishing_early_returns_the_held_text) {
+  GenerationParams p = greedy();
+  p.stop = {"lo wo"};
+  Generation gen(p, 0, model());
+  const auto steps = run(gen, rows_for({token_of(" Hello")}));
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(gen.finish_early(), "lo");
+  EXPECT_TRUE(gen.done());
+  model::Batch batch;
+  EXPECT_FALSE(gen.feed(batch, 8).wants_logits);
+  EXPECT_EQ(batch.size(), 0);
+}
+
+// `strata run`'s loop and a server slot (batched with another request) answer alike.
+TEST(GenerationParity, generate_and_a_scheduler_slot_produce_the_same_greedy_text) {
+  STRATA_SHARED_FILE(path, "models/stories260K.gguf");
+  EngineOptions o;
+  o.model_path = path;
+  o.n_ctx = 512;
+  o.n_seq = 2;
+  o.n_threads = 1;
+  auto engine = Engine::load(o);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  Engine& e = **engine;
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog"};
+  std::vector<std::string> want;
+  std::vector<std::string> reasons;
+  for (const std::string& prompt : prompts) {
+    GenerationRequest request{e.vocab().tokenize(prompt, true, false), 40, 0, false};
+    sampling::Params greedy;
+    greedy.temp = 0;
+    std::string out;
+    auto stats = generate(e, request, sampling::Sampler(greedy, e.n_vocab()), [&](text::Token, const std::string& t) {
+      out += t;
+      return true;
+    });
+    ASSERT_TRUE(stats.ok()) << stats.error().message;
+    ASSERT_GT(stats->n_generated, 8) << prompt;
+    want.push_back(out);
+    reasons.push_back(stats->stopped_at_eog ? "stop" : "length");
+  }
+
+  server::Scheduler scheduler(e);
+  std::vector<std::shared_ptr<server::Request>> requests;
+  for (const std::string& prompt : prompts) {
+    GenerationParams p;
+    p.prompt = e.vocab().tokenize(prompt, true, false);
+    p.max_tokens = 40;
+    p.sampling.temp = 0;
+    auto r = scheduler.submit(std::move(p));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    requests.push_back(*r);
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    std::string out;
+    server::Request::Chunk chunk;
+    for (int waits = 0; !chunk.done && waits < 600; ++waits) {
+      chunk = requests[i]->next(std::chrono::milliseconds(100));
+      out += chunk.text;
+    }
+    ASSERT_TRUE(chunk.done);
+    EXPECT_EQ(chunk.error, "");
+    EXPECT_EQ(out, want[i]) << prompts[i];
+    EXPECT_EQ(chunk.finish_reason, reasons[i]) << prompts[i];
+  }
+}
+
+}  // namespace
+}  // namespace strata::runtime
