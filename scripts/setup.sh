@@ -10,7 +10,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev
   libssl-dev libcpp-httplib-dev libicu-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  openssl chromium
+  openssl chromium python3
   clang libclang-rt-14-dev
 )
 # clang and its compiler-rt (libFuzzer, sanitizer runtimes) build the fuzz harnesses (scripts/fuzz.sh).

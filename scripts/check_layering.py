@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Checks the module layering: every #include "module/..." in src/<m>/ names a module at or below <m>
+(the order of CMakeLists.txt), and nothing under src/runtime/ reaches generated protobuf, gRPC or the
+gRPC client (net/remote_node.h), directly or through the headers it includes."""
+import pathlib
+import re
+import sys
+
+root = pathlib.Path(__file__).resolve().parent.parent
+src = root / "src"
+order = re.search(r"foreach\(module ([^)]*)\)", (root / "CMakeLists.txt").read_text()).group(1).split()
+rank = {m: i for i, m in enumerate(order)}
+rank["cli"] = len(order)
+include = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+forbidden_in_runtime = ("strata.pb.h", "strata.grpc.pb.h", "net/remote_node.h", "grpcpp/")
+
+
+def includes(path):
+    return include.findall(path.read_text())
+
+
+def transitive(path, seen):
+    for inc in includes(path):
+        if inc in seen:
+            continue
+        seen.add(inc)
+        header = src / inc
+        if header.is_file():
+            transitive(header, seen)
+    return seen
+
+
+errors = []
+for path in sorted(src.rglob("*.[ch]*")):
+    module = path.relative_to(src).parts[0]
+    if module not in rank:
+        continue
+    for inc in re.findall(r'^\s*#\s*include\s*"([^"]+)"', path.read_text(), re.M):
+        target = inc.split("/")[0]
+        if target in rank and rank[target] > rank[module]:
+            errors.append(f"{path.relative_to(root)}: includes {inc} ({target} is above {module})")
+    if module == "runtime":
+        for inc in transitive(path, set()):
+            if any(inc.startswith(f) or inc.endswith(f) for f in forbidden_in_runtime):
+                errors.append(f"{path.relative_to(root)}: reaches {inc} (the runtime must not see the transport)")
+for e in errors:
+    print(e)
+print(f"layering: {len(errors)} problem(s) in {len(order) + 1} modules")
+sys.exit(1 if errors else 0)
