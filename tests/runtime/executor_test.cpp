@@ -58,10 +58,7 @@ class InProcessWorker final : public exec::StageExecutor {
 
 TEST(Executors, a_new_transport_plugs_in_through_the_connector_and_matches_one_node) {
   STRATA_SHARED_FILE(model, "models/synth/qwen35moe-f32.gguf");
-  runtime::EngineOptions one;
-  one.model_path = model;
-  one.n_ctx = 128;
-  one.n_threads = 1;
+  const runtime::EngineOptions one = testing::single_node_options(model, 128);
   auto single = runtime::Engine::load(one);
   ASSERT_TRUE(single.ok()) << single.error().message;
   const std::vector<float> want = testing::run_reference(**single, kPrompt, 3);

@@ -29,11 +29,7 @@ class Placement : public ::testing::Test {
 TestCluster* Placement::cluster_ = nullptr;
 
 std::vector<float> reference(const std::string& model) {
-  runtime::EngineOptions o;
-  o.model_path = model;
-  o.n_ctx = 256;
-  o.n_threads = 1;
-  auto e = runtime::Engine::load(o);
+  auto e = runtime::Engine::load(testing::single_node_options(model));
   EXPECT_TRUE(e.ok()) << e.error().message;
   return e.ok() ? testing::run_reference(**e, kPrompt, 3) : std::vector<float>{};
 }

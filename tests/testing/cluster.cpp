@@ -81,12 +81,17 @@ bool TestCluster::restart(int i, int threads) {
   return false;
 }
 
-runtime::EngineOptions cluster_options(const std::string& model, const TestCluster& cluster, int32_t n_ctx) {
+runtime::EngineOptions single_node_options(const std::string& model, int32_t n_ctx) {
   runtime::EngineOptions o;
   o.model_path = model;
   o.n_ctx = n_ctx;
   o.n_threads = 1;
   o.n_batch = 256;
+  return o;
+}
+
+runtime::EngineOptions cluster_options(const std::string& model, const TestCluster& cluster, int32_t n_ctx) {
+  runtime::EngineOptions o = single_node_options(model, n_ctx);
   o.cluster.workers = cluster.endpoints();
   o.cluster.security.token = cluster.token();
   o.cluster.timeout_ms = 20000;

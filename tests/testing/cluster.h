@@ -40,6 +40,8 @@ class TestCluster {
 v1::StageSpec whole_model_spec(const model::Model& model, const std::string& model_path, const std::string& endpoint,
                                const std::string& session);
 
+// Engine options for a model on this machine alone: one thread, batches of 256.
+runtime::EngineOptions single_node_options(const std::string& model, int32_t n_ctx = 256);
 // Engine options for a model over these workers.
 runtime::EngineOptions cluster_options(const std::string& model, const TestCluster& cluster, int32_t n_ctx = 256);
 
