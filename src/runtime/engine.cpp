@@ -98,20 +98,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan:
   e->stage_loads_[0].stage.n_threads = n_threads;
   for (int32_t n = 0; n < static_cast<int32_t>(e->nodes_.size()); ++n) STRATA_TRY(e->load_node(n));
 
-  // Execution order: the plan's stages, then the output head where the plan put it. A node's second
-  // hop in one batch is marked, so that it checks positions against what it already recorded.
-  std::vector<uint8_t> ran(e->nodes_.size(), 0);
-  auto add_hop = [&](int32_t node, int32_t first, int32_t end, bool output) {
-    e->hops_.push_back({e->nodes_[node].get(), first, end, output, ran[node] != 0});
-    ran[node] = 1;
-  };
-  for (const plan::Stage& st : e->plan_.stages) add_hop(st.node, st.first_layer, st.end_layer, false);
-  if (!e->hops_.empty() && e->hops_.back().node == e->nodes_[e->plan_.output_node].get()) {
-    e->hops_.back().output = true;
-  } else {
-    add_hop(e->plan_.output_node, hp.n_layer, hp.n_layer, true);
-  }
-
+  e->build_hops();
   if (e->nodes_.size() > 1) {
     for (size_t n = 1; n < e->nodes_.size(); ++n) e->health_.push_back({e->nodes_[n]->name(), true, true, 0});
     e->heartbeat_ = std::thread([raw = e.get()] { raw->heartbeat(); });
@@ -120,6 +107,22 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan:
                hp.name, hp.arch, hp.n_layer, e->model_->n_params(), e->model_->n_active_params(), nodes.size(),
                e->n_ctx_per_seq(), e->n_seq(), n_threads);
   return e;
+}
+
+// Execution order: the plan's stages, then the output head where the plan put it. A node's second
+// hop in one batch is marked, so that it checks positions against what it already recorded.
+void Engine::build_hops() {
+  std::vector<uint8_t> ran(nodes_.size(), 0);
+  auto add_hop = [&](int32_t node, int32_t first, int32_t end, bool output) {
+    hops_.push_back({nodes_[node].get(), first, end, output, ran[node] != 0});
+    ran[node] = 1;
+  };
+  for (const plan::Stage& st : plan_.stages) add_hop(st.node, st.first_layer, st.end_layer, false);
+  if (!hops_.empty() && hops_.back().node == nodes_[plan_.output_node].get()) {
+    hops_.back().output = true;
+  } else {
+    add_hop(plan_.output_node, hparams().n_layer, hparams().n_layer, true);
+  }
 }
 
 // Keeps the sessions alive on the workers and records their health for /health and /metrics.

@@ -97,6 +97,7 @@ class Engine {
   Status recover_or_fail_fast();
   Status seq_op_everywhere(exec::SeqOp op, int32_t seq, int32_t p0, int32_t dst);
   Result<std::vector<float>> run_hops(const model::Batch& batch, std::vector<float>& hidden, int32_t top_k);
+  void build_hops();
   void heartbeat();
   const model::StageRunner& runner() const { return local_->runner(); }
 
