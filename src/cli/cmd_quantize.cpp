@@ -19,8 +19,13 @@ Command add_quantize(CLI::App& app) {
   cmd->add_option("-t,--threads", f->n_threads, "threads (0: all cores)")->capture_default_str();
   return [f]() -> int {
     const auto type = model::quant_type_from_name(f->type);
-    if (!type) return fail(Error{"quantize: unknown type '" + f->type + "' (q8_0, q4_0, q4_k_m, q5_k_m, q6_k)"});
-    if (f->in == f->out) return fail(Error{"quantize: input and output are the same file"});
+    if (!type) {
+      return fail(make_error(ErrorCode::kInvalidArgument,
+                             "quantize: unknown type '{}' (q8_0, q4_0, q4_k_m, q5_k_m, q6_k)", f->type));
+    }
+    if (f->in == f->out) {
+      return fail(make_error(ErrorCode::kInvalidArgument, "quantize: input and output are the same file"));
+    }
     auto status = model::quantize_model(f->in, f->out, *type, f->n_threads, [](const model::QuantizeProgress& p) {
       fmt::print(stderr, "[{:4}/{:4}] {:<40} {:>5} -> {}\n", p.index, p.count, p.name, dtype_name(p.from),
                  dtype_name(p.to));

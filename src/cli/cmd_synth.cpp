@@ -76,7 +76,7 @@ Command add_synth(CLI::App& app) {
     std::string type = f->type;
     for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     auto dtype = dtype_from_name(type);
-    if (!dtype) return fail(Error{"synth: unknown --type '" + f->type + "'"});
+    if (!dtype) return fail(make_error(ErrorCode::kInvalidArgument, "synth: unknown --type '{}'", f->type));
     f->spec.type = *dtype;
     if (!f->preset.empty()) {
       auto preset = model::synth_preset(f->preset);

@@ -30,11 +30,18 @@ void RemoteNode::prepare(grpc::ClientContext& ctx, int32_t timeout_ms) const {
 }
 
 Error RemoteNode::failure(const char* call, const grpc::Status& s) const {
-  const char* why = s.error_code() == grpc::StatusCode::UNAVAILABLE         ? "unreachable"
-                    : s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? "deadline exceeded"
-                    : s.error_code() == grpc::StatusCode::UNAUTHENTICATED   ? "authentication failed"
-                                                                             : "error";
-  return make_error("worker {}: {} ({}): {}", endpoint_, call, why, s.error_message());
+  const char* why = "error";
+  ErrorCode code = ErrorCode::kInternal;
+  switch (s.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE: why = "unreachable", code = ErrorCode::kUnavailable; break;
+    case grpc::StatusCode::DEADLINE_EXCEEDED: why = "deadline exceeded", code = ErrorCode::kDeadlineExceeded; break;
+    case grpc::StatusCode::UNAUTHENTICATED: why = "authentication failed", code = ErrorCode::kPermissionDenied; break;
+    case grpc::StatusCode::PERMISSION_DENIED: code = ErrorCode::kPermissionDenied; break;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: code = ErrorCode::kResourceExhausted; break;
+    case grpc::StatusCode::INVALID_ARGUMENT: code = ErrorCode::kInvalidArgument; break;
+    default: break;
+  }
+  return make_error(code, "worker {}: {} ({}): {}", endpoint_, call, why, s.error_message());
 }
 
 Result<NodeFacts> RemoteNode::hello() {

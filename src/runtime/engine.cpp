@@ -48,7 +48,7 @@ Result<plan::Node> worker_node(net::RemoteNode& link, const ClusterOptions& clus
   return n;
 }
 
-Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan::PlanErrorKind* plan_error) {
+Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   auto e = std::unique_ptr<Engine>(new Engine());
   e->options_ = options;
   STRATA_ASSIGN(e->model_, model::Model::open(options.model_path));
@@ -79,7 +79,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan:
     e->remotes_.push_back(std::move(r));
   }
 
-  STRATA_ASSIGN(e->plan_, plan::make_plan(*e->model_, nodes, request, plan_error));
+  STRATA_ASSIGN(e->plan_, plan::make_plan(*e->model_, nodes, request));
   if (nodes.size() > 1) {
     log_block(plan::render(e->plan_));  // the table, transfers, decisions and warnings
   } else {
@@ -210,7 +210,9 @@ Status Engine::recover_or_fail_fast() {
   {
     std::lock_guard lock(health_mu_);
     for (const NodeHealth& h : health_) {
-      if (!h.answers) return make_error("worker {} is down; the cluster recovers when it is back", h.node);
+      if (!h.answers) {
+        return make_error(ErrorCode::kUnavailable, "worker {} is down; the cluster recovers when it is back", h.node);
+      }
     }
   }
   return recover();

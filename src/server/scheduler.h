@@ -46,6 +46,7 @@ class Request {
     bool done = false;
     std::string finish_reason;  // "stop" or "length" when done
     std::string error;          // set when the request failed (e.g. a node went down)
+    ErrorCode error_code = ErrorCode::kUnknown;  // the failure's kind, for the HTTP status
   };
   // Blocks until new output, completion or the timeout; returns what arrived (possibly empty).
   Chunk next(std::chrono::milliseconds timeout);
@@ -56,7 +57,7 @@ class Request {
 
   // Scheduler side.
   void push(std::string text, std::vector<TokenLogprob> logprobs);
-  void finish(std::string reason, std::string error = "");
+  void finish(std::string reason, std::string error = "", ErrorCode code = ErrorCode::kUnknown);
   std::atomic<int32_t> n_generated_{0};
 
  private:
@@ -94,7 +95,7 @@ class Scheduler {
   void loop();
   bool assign_queued();
   void step();
-  void fail_active(const std::string& error);
+  void fail_active(const Error& error);
   void release(Slot& slot, bool cancelled = false);
   void emit(Slot& slot, text::Token token, const float* logits);
 
