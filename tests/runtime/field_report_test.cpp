@@ -8,10 +8,10 @@
 #include <cstring>
 #include <filesystem>
 
-#include "model/synth.h"
 #include "testing/cluster.h"
 #include "testing/process.h"
 #include "testing/shared_data.h"
+#include "tools/synth.h"
 
 namespace strata {
 namespace {
@@ -23,14 +23,14 @@ const std::vector<int32_t> kPrompt = {1, 300, 301, 302, 303, 304, 305, 306};
 std::string forty_layer_model() {
   const auto path = std::filesystem::temp_directory_path() / "strata-field-report-40L.gguf";
   if (!std::filesystem::exists(path)) {
-    model::SynthSpec s;
+    tools::SynthSpec s;
     s.n_layer = 40;
     s.n_embd = 64;
     s.n_head = 4;
     s.n_head_kv = 2;
     s.n_ff = 128;
     s.type = DType::F16;
-    auto st = model::write_synth_model(s, path.string());
+    auto st = tools::write_synth_model(s, path.string());
     EXPECT_TRUE(st.ok()) << st.error().message;
   }
   return path.string();

@@ -9,13 +9,13 @@
 
 #include "gguf/gguf.h"
 #include "model/model_test_util.h"
-#include "model/quantize.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "testing/golden.h"
 #include "testing/shared_data.h"
+#include "tools/quantize.h"
 
-namespace strata::model {
+namespace strata::tools {
 namespace {
 
 // Quantizes the F32 llama-dense model and checks types, metadata and (optionally) logits.
@@ -23,7 +23,7 @@ void check_quantization(QuantType type, const std::string& stem, bool check_logi
                         const std::string& source = "models/synth/llama-dense-f32.gguf") {
   STRATA_SHARED_FILE(src, source);
   STRATA_SHARED_FILE(ref_path, "models/synth/" + stem + ".gguf");
-  const std::string out = (testing::scratch_dir() / (stem + "-strata.gguf")).string();
+  const std::string out = (model::testing::scratch_dir() / (stem + "-strata.gguf")).string();
   auto status = quantize_model(src, out, type, 2);
   ASSERT_TRUE(status.ok()) << status.error().message;
 
@@ -107,7 +107,7 @@ TEST(Quantize, TypeNames) {
 
 TEST(Quantize, RejectsQuantizedInputNamingTheTensor) {
   STRATA_SHARED_FILE(src, "models/synth/llama-dense-q8_0.gguf");
-  const std::string out = (testing::scratch_dir() / "rejected.gguf").string();
+  const std::string out = (model::testing::scratch_dir() / "rejected.gguf").string();
   auto status = quantize_model(src, out, QuantType::Q4_K_M, 2);
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.error().message.find("tensor 'output.weight'"), std::string::npos) << status.error().message;
@@ -119,4 +119,4 @@ TEST(Quantize, MissingInputIsAnError) {
 }
 
 }  // namespace
-}  // namespace strata::model
+}  // namespace strata::tools

@@ -1,6 +1,6 @@
 // strata quantize: per-tensor type choice (llama.cpp's llama_tensor_get_type for these mixes) and a
 // streaming rewrite of the GGUF file.
-#include "model/quantize.h"
+#include "tools/quantize.h"
 
 #include <algorithm>
 #include <cctype>
@@ -12,7 +12,7 @@
 #include "tensor/quantize_weights.h"
 #include "tensor/quants.h"
 
-namespace strata::model {
+namespace strata::tools {
 namespace {
 
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
@@ -237,4 +237,4 @@ Status quantize_model(const std::string& in, const std::string& out, QuantType q
   return writer.write(out);
 }
 
-}  // namespace strata::model
+}  // namespace strata::tools
