@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "gguf/gguf.h"
@@ -111,6 +113,26 @@ TEST(Quantize, RejectsQuantizedInputNamingTheTensor) {
   auto status = quantize_model(src, out, QuantType::Q4_K_M, 2);
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.error().message.find("tensor 'output.weight'"), std::string::npos) << status.error().message;
+}
+
+// Rows are handed to the thread pool in chunks; the bytes must not depend on how many threads took them.
+TEST(Quantize, OutputDoesNotDependOnTheThreadCount) {
+  STRATA_SHARED_FILE(src, "models/synth/llama-dense-f32.gguf");
+  std::vector<std::string> files;
+  for (int32_t threads : {1, 3}) {
+    const std::string out =
+        (model::testing::scratch_dir() / ("threads-" + std::to_string(threads) + ".gguf")).string();
+    size_t reported = 0;
+    auto status = quantize_model(src, out, QuantType::Q4_K_M, threads, [&](const QuantizeProgress& p) {
+      EXPECT_EQ(p.index, ++reported);
+    });
+    ASSERT_TRUE(status.ok()) << status.error().message;
+    EXPECT_GT(reported, 0u);
+    std::ifstream in(out, std::ios::binary);
+    files.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  EXPECT_FALSE(files[0].empty());
+  EXPECT_TRUE(files[0] == files[1]) << "1 and 3 threads wrote different files";
 }
 
 TEST(Quantize, MissingInputIsAnError) {
