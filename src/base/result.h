@@ -5,20 +5,53 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
 
 namespace strata {
 
+// What kind of failure an Error is, for callers that act on it (exit statuses, HTTP statuses,
+// retries) without reading the message.
+enum class ErrorCode {
+  kUnknown,            // not classified (make_error without a code)
+  kInvalidArgument,    // bad flags, fields or requests
+  kNotFound,
+  kOutOfRange,         // e.g. a prompt longer than the context
+  kResourceExhausted,  // e.g. a plan over a node's memory limit
+  kUnavailable,        // a worker is down or unreachable; the server is stopping
+  kDeadlineExceeded,
+  kPermissionDenied,   // a worker refused the token or certificate
+  kPlacementRefused,   // --strict-placement: -ot pins contradict -ts/-ngl (the CLI exits with 2)
+  kSplitLayer,         // -ot pins split one layer's weights across nodes
+  kInternal,
+};
+
+std::string_view error_code_name(ErrorCode code);
+
 struct Error {
+  ErrorCode code = ErrorCode::kUnknown;
   std::string message;
 };
 
 // Builds an Error with fmt-style formatting: make_error("{}: bad field {}", file, key).
 template <typename... Args>
 Error make_error(fmt::format_string<Args...> format, Args&&... args) {
-  return Error{fmt::format(format, std::forward<Args>(args)...)};
+  return Error{ErrorCode::kUnknown, fmt::format(format, std::forward<Args>(args)...)};
+}
+
+// The same with a code: make_error(ErrorCode::kNotFound, "no tensor {}", name). Unambiguous with the
+// overload above: an enum never converts to a format string.
+template <typename... Args>
+Error make_error(ErrorCode code, fmt::format_string<Args...> format, Args&&... args) {
+  return Error{code, fmt::format(format, std::forward<Args>(args)...)};
+}
+
+// `e` with `code` unless it already has one (a deeper, more precise code wins).
+inline Error with_code(Error e, ErrorCode code) {
+  if (e.code == ErrorCode::kUnknown) e.code = code;
+  return e;
 }
 
 template <typename T>

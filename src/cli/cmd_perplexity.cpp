@@ -23,7 +23,7 @@ Command add_perplexity(CLI::App& app) {
     std::ifstream in(f->file, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
-    if (!in && !in.eof()) return fail(Error{"cannot read " + f->file});
+    if (!in && !in.eof()) return fail(make_error(ErrorCode::kNotFound, "cannot read {}", f->file));
     const int32_t chunk = f->model.n_ctx;
     runtime::LocalWorkers workers;
     auto engine = load_engine(f->model, workers);

@@ -29,12 +29,8 @@ Command add_plan(CLI::App& app) {
       nodes.push_back(std::move(*node));
     }
     const plan::Request request = runtime::plan_request(*options, hp);
-    plan::PlanErrorKind kind = plan::PlanErrorKind::kNone;
-    auto p = plan::make_plan(**model, nodes, request, &kind);
-    if (!p.ok()) {
-      fmt::print(stderr, "error: {}\n", p.error().message);
-      return kind == plan::PlanErrorKind::kStrictPlacement ? 2 : 1;
-    }
+    auto p = plan::make_plan(**model, nodes, request);
+    if (!p.ok()) return fail(p.error());
     fmt::print("model: {} ({}), {} layers, {} params ({} active per token), context {} x {} seq\n\n", hp.name, hp.arch,
                hp.n_layer, (*model)->n_params(), (*model)->n_active_params(), request.n_ctx / request.n_seq, request.n_seq);
     fmt::print("{}", plan::render(*p));

@@ -2,7 +2,7 @@
 #include <fmt/core.h>
 
 #include "cli/common.h"
-#include "model/quantize.h"
+#include "tools/quantize.h"
 
 namespace strata::cli {
 
@@ -18,15 +18,20 @@ Command add_quantize(CLI::App& app) {
   cmd->add_option("type", f->type, "q8_0, q4_0, q4_k_m, q5_k_m or q6_k (case-insensitive)")->required();
   cmd->add_option("-t,--threads", f->n_threads, "threads (0: all cores)")->capture_default_str();
   return [f]() -> int {
-    const auto type = model::quant_type_from_name(f->type);
-    if (!type) return fail(Error{"quantize: unknown type '" + f->type + "' (q8_0, q4_0, q4_k_m, q5_k_m, q6_k)"});
-    if (f->in == f->out) return fail(Error{"quantize: input and output are the same file"});
-    auto status = model::quantize_model(f->in, f->out, *type, f->n_threads, [](const model::QuantizeProgress& p) {
+    const auto type = tools::quant_type_from_name(f->type);
+    if (!type) {
+      return fail(make_error(ErrorCode::kInvalidArgument,
+                             "quantize: unknown type '{}' (q8_0, q4_0, q4_k_m, q5_k_m, q6_k)", f->type));
+    }
+    if (f->in == f->out) {
+      return fail(make_error(ErrorCode::kInvalidArgument, "quantize: input and output are the same file"));
+    }
+    auto status = tools::quantize_model(f->in, f->out, *type, f->n_threads, [](const tools::QuantizeProgress& p) {
       fmt::print(stderr, "[{:4}/{:4}] {:<40} {:>5} -> {}\n", p.index, p.count, p.name, dtype_name(p.from),
                  dtype_name(p.to));
     });
     if (!status.ok()) return fail(status.error());
-    fmt::print(stderr, "quantize: wrote {} ({})\n", f->out, model::quant_type_name(*type));
+    fmt::print(stderr, "quantize: wrote {} ({})\n", f->out, tools::quant_type_name(*type));
     return 0;
   };
 }

@@ -54,7 +54,7 @@ Command add_run(CLI::App& app) {
                stats->prompt_tokens_per_second());
     fmt::print(stderr, "generation: {} tokens in {:.3f} s, {:.2f} tokens/s\n", stats->n_generated,
                stats->generation_seconds, stats->generation_tokens_per_second());
-    engine = Error{"done"};  // close the links, then stop the local workers
+    engine = make_error("done");  // close the links, then stop the local workers
     // A local worker that does not exit cleanly (a crash, a sanitizer report) fails the run too.
     return workers.stop() ? 0 : 1;
   };

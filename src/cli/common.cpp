@@ -81,15 +81,14 @@ Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::Loca
 
 Result<std::unique_ptr<runtime::Engine>> load_engine(const ModelFlags& f, runtime::LocalWorkers& workers) {
   STRATA_ASSIGN(runtime::EngineOptions options, engine_options(f, workers));
-  plan::PlanErrorKind kind = plan::PlanErrorKind::kNone;
-  auto engine = runtime::Engine::load(options, &kind);
-  if (!engine.ok() && kind == plan::PlanErrorKind::kStrictPlacement) {
-    return Error{"placement refused: " + engine.error().message};
+  auto engine = runtime::Engine::load(options);
+  if (!engine.ok() && engine.error().code == ErrorCode::kPlacementRefused) {
+    Error e = std::move(engine).error();
+    e.message = "placement refused: " + e.message;
+    return e;
   }
   return engine;
 }
-
-int exit_status_for(const Error& e) { return e.message.rfind("placement refused: ", 0) == 0 ? 2 : 1; }
 
 void add_sampling_flags(CLI::App& cmd, sampling::Params& p) {
   cmd.add_option("--temp", p.temp, "temperature; <= 0 is greedy")->capture_default_str();
@@ -105,7 +104,7 @@ void add_sampling_flags(CLI::App& cmd, sampling::Params& p) {
 
 int fail(const Error& e) {
   fmt::print(stderr, "error: {}\n", e.message);
-  return exit_status_for(e);
+  return e.code == ErrorCode::kPlacementRefused ? 2 : 1;
 }
 
 }  // namespace strata::cli

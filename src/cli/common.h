@@ -37,16 +37,15 @@ struct ModelFlags {
 void add_model_flags(CLI::App& cmd, ModelFlags& f, bool with_context = true);
 void add_cluster_flags(CLI::App& cmd, ClusterFlags& f);
 
-// Turns flags into engine options, starting --local-workers (kept alive in `workers`). Exit status 2
-// for placement the planner refuses is reported through the error's text by the caller.
+// Turns flags into engine options, starting --local-workers (kept alive in `workers`).
 Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::LocalWorkers& workers);
-// Loads the engine; on failure prints the error and returns the exit status (2: placement refused).
+// Loads the engine; a placement the planner refuses keeps its code, its message says so.
 Result<std::unique_ptr<runtime::Engine>> load_engine(const ModelFlags& f, runtime::LocalWorkers& workers);
-int exit_status_for(const Error& e);
 // --temp --top-k --top-p --min-p --seed --repeat-penalty --repeat-last-n --frequency-penalty --presence-penalty
 void add_sampling_flags(CLI::App& cmd, sampling::Params& p);
 
-// Prints "error: ..." to stderr; returns the exit status for a failure.
+// Prints "error: ..." to stderr; returns the exit status for a failure: 2 for
+// ErrorCode::kPlacementRefused (--strict-placement), else 1.
 int fail(const Error& e);
 
 // Subcommand registration: each returns a callback that runs the parsed command.

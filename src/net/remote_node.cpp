@@ -30,11 +30,22 @@ void RemoteNode::prepare(grpc::ClientContext& ctx, int32_t timeout_ms) const {
 }
 
 Error RemoteNode::failure(const char* call, const grpc::Status& s) const {
-  const char* why = s.error_code() == grpc::StatusCode::UNAVAILABLE         ? "unreachable"
-                    : s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? "deadline exceeded"
-                    : s.error_code() == grpc::StatusCode::UNAUTHENTICATED   ? "authentication failed"
-                                                                             : "error";
-  return make_error("worker {}: {} ({}): {}", endpoint_, call, why, s.error_message());
+  struct Kind {
+    const char* why;
+    ErrorCode code;
+  };
+  const Kind kind = [&]() -> Kind {
+    switch (s.error_code()) {
+      case grpc::StatusCode::UNAVAILABLE: return {"unreachable", ErrorCode::kUnavailable};
+      case grpc::StatusCode::DEADLINE_EXCEEDED: return {"deadline exceeded", ErrorCode::kDeadlineExceeded};
+      case grpc::StatusCode::UNAUTHENTICATED: return {"authentication failed", ErrorCode::kPermissionDenied};
+      case grpc::StatusCode::PERMISSION_DENIED: return {"error", ErrorCode::kPermissionDenied};
+      case grpc::StatusCode::RESOURCE_EXHAUSTED: return {"error", ErrorCode::kResourceExhausted};
+      case grpc::StatusCode::INVALID_ARGUMENT: return {"error", ErrorCode::kInvalidArgument};
+      default: return {"error", ErrorCode::kInternal};
+    }
+  }();
+  return make_error(kind.code, "worker {}: {} ({}): {}", endpoint_, call, kind.why, s.error_message());
 }
 
 Result<NodeFacts> RemoteNode::hello() {

@@ -73,14 +73,14 @@ Result<Pins> match_pins(const model::Model& model, const std::vector<Node>& node
                         const std::vector<TensorOverride>& overrides);
 
 // Final owners of layers 0..n_layer after the pins, with decisions and warnings; refuses split layers
-// (kSplitLayer) and, with --strict-placement, pins that override -ts/-ngl (kStrictPlacement).
+// (ErrorCode::kSplitLayer) and, with --strict-placement, pins that override -ts/-ngl (kPlacementRefused).
 struct Resolution {
   std::vector<int32_t> owner;
   std::vector<Decision> decisions;
   std::vector<std::string> warnings;
 };
 Result<Resolution> resolve_layers(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
-                                  const FlagSplit& flags, const Pins& pins, PlanErrorKind* kind);
+                                  const FlagSplit& flags, const Pins& pins);
 
 // ---- bytes ----
 // Per node, its stage when layers 0..n_layer are owned per `owner` (the output layer last).

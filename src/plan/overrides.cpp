@@ -230,7 +230,7 @@ Result<Pins> match_pins(const model::Model& model, const std::vector<Node>& node
 }
 
 Result<Resolution> resolve_layers(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
-                                  const FlagSplit& flags, const Pins& pins, PlanErrorKind* kind) {
+                                  const FlagSplit& flags, const Pins& pins) {
   const int32_t n_layer = model.hparams().n_layer;
   const auto& tensors = model.tensors();
   Resolution res;
@@ -285,7 +285,6 @@ Result<Resolution> resolve_layers(const model::Model& model, const std::vector<N
   }
 
   if (!split_layers_found.empty()) {
-    if (kind) *kind = PlanErrorKind::kSplitLayer;
     std::string more;
     if (split_layers_found.size() > 1) {
       std::vector<int32_t> rest(split_layers_found.begin() + 1, split_layers_found.end());
@@ -295,7 +294,7 @@ Result<Resolution> resolve_layers(const model::Model& model, const std::vector<N
       if (output) what += what.empty() ? "the output layer" : " and the output layer";
       more = fmt::format(" (the same holds for {})", what);
     }
-    return make_error("plan: {}{}", first_split, more);
+    return make_error(ErrorCode::kSplitLayer, "plan: {}{}", first_split, more);
   }
 
   // The input (token embeddings) always stays on the coordinator.
@@ -313,8 +312,8 @@ Result<Resolution> resolve_layers(const model::Model& model, const std::vector<N
         "-ot rule '{}' pins {} to {}, but input tensors stay on {} (the coordinator embeds the tokens)",
         pins.rule_text[pins.rule[t]], name, node_label(nodes, pins.node[t]), node_label(nodes, 0));
     if (request.strict_placement) {
-      if (kind) *kind = PlanErrorKind::kStrictPlacement;
-      return make_error("plan: --strict-placement: {}; drop that pin (e.g. put '{}=local' first)", msg,
+      return make_error(ErrorCode::kPlacementRefused,
+                        "plan: --strict-placement: {}; drop that pin (e.g. put '{}=local' first)", msg,
                         name == gguf::names::tensor::kTokenEmbd ? "token_embd" : "rope_freqs");
     }
     res.warnings.push_back(msg + "; the pin is ignored");
@@ -337,8 +336,8 @@ Result<Resolution> resolve_layers(const model::Model& model, const std::vector<N
                                rules_phrase(m, pins), moved_layers(m, n_layer), node_label(nodes, m.to), flags.flag_text,
                                m.layers.size() == 1 ? "it" : "them", node_label(nodes, m.from));
     }
-    if (kind) *kind = PlanErrorKind::kStrictPlacement;
-    return make_error("plan: --strict-placement: {}. Make the flags agree, e.g. {}, or drop --strict-placement to let "
+    return make_error(ErrorCode::kPlacementRefused,
+                      "plan: --strict-placement: {}. Make the flags agree, e.g. {}, or drop --strict-placement to let "
                       "-ot decide",
                       conflicts, agree);
   }

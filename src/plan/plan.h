@@ -126,20 +126,12 @@ struct Plan {
   const std::vector<std::string>& tensors_on(int32_t node) const;
 };
 
-// Why make_plan refused, for exit statuses (the CLI maps kStrictPlacement to 2).
-enum class PlanErrorKind {
-  kNone,
-  kInvalidRequest,   // bad flags, unknown node, bad regex, -ts count, ...
-  kStrictPlacement,  // --strict-placement and an -ot pin overrides -ts/-ngl
-  kSplitLayer,       // -ot pins split one layer's weights across nodes
-  kOverMemory,       // a node's total exceeds its limit
-};
-
 // Plans `model` over `nodes` (nodes[0] is this machine). Refuses with an error naming the layers, the
-// nodes and the fix when flags contradict each other or a node's total exceeds its limit; `error_kind`
-// (optional) says which refusal it was.
-Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
-                       PlanErrorKind* error_kind = nullptr);
+// nodes and the fix when flags contradict each other or a node's total exceeds its limit; the error's
+// code says which refusal it was: kInvalidArgument (bad flags, unknown node, bad regex, -ts count, ...),
+// kPlacementRefused (--strict-placement and an -ot pin overrides -ts/-ngl), kSplitLayer (-ot pins split
+// one layer's weights across nodes) or kResourceExhausted (a node's total exceeds its limit).
+Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes, const Request& request);
 
 // This machine as a node: usable memory and limit from cgroup limits and /proc/meminfo (nodes.cpp).
 Node local_node(int32_t threads);

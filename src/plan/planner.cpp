@@ -55,16 +55,9 @@ void add_stages_and_transfers(Plan& p, const model::HParams& hp) {
 
 }  // namespace
 
-Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes_in, const Request& request,
-                       PlanErrorKind* error_kind) {
-  PlanErrorKind unused = PlanErrorKind::kNone;
-  PlanErrorKind& kind = error_kind ? *error_kind : unused;
-  kind = PlanErrorKind::kNone;
-  auto refuse = [&](PlanErrorKind k, Error e) {
-    kind = k;
-    return e;
-  };
-  if (auto s = validate(model, nodes_in, request); !s) return refuse(PlanErrorKind::kInvalidRequest, std::move(s).error());
+Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes_in, const Request& request) {
+  auto refuse = [](ErrorCode code, Error e) { return with_code(std::move(e), code); };
+  if (auto s = validate(model, nodes_in, request); !s) return refuse(ErrorCode::kInvalidArgument, std::move(s).error());
   std::vector<Node> nodes = nodes_in;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (nodes[i].name.empty()) nodes[i].name = i == 0 ? "local" : nodes[i].endpoint;
@@ -73,14 +66,11 @@ Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes
   const int32_t n_layer = hp.n_layer;
 
   auto flags = detail::split_by_flags(n_layer, nodes, request);
-  if (!flags) return refuse(PlanErrorKind::kInvalidRequest, std::move(flags).error());
+  if (!flags) return refuse(ErrorCode::kInvalidArgument, std::move(flags).error());
   auto pins = detail::match_pins(model, nodes, request.overrides);
-  if (!pins) return refuse(PlanErrorKind::kInvalidRequest, std::move(pins).error());
-  auto res = detail::resolve_layers(model, nodes, request, *flags, *pins, &kind);
-  if (!res) {
-    if (kind == PlanErrorKind::kNone) kind = PlanErrorKind::kInvalidRequest;
-    return std::move(res).error();
-  }
+  if (!pins) return refuse(ErrorCode::kInvalidArgument, std::move(pins).error());
+  auto res = detail::resolve_layers(model, nodes, request, *flags, *pins);
+  if (!res) return refuse(ErrorCode::kInvalidArgument, std::move(res).error());
   const std::vector<int32_t>& owner = res->owner;
 
   Plan p;
@@ -117,7 +107,7 @@ Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes
   }
 
   if (auto s = detail::check_budget(model, nodes, request, owner, p.bytes); !s) {
-    return refuse(PlanErrorKind::kOverMemory, std::move(s).error());
+    return refuse(ErrorCode::kResourceExhausted, std::move(s).error());
   }
   return p;
 }

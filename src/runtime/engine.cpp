@@ -50,7 +50,7 @@ exec::Connector connector(const ClusterOptions& cluster) {
   return cluster.connect ? cluster.connect : net::grpc_connector(cluster.security, cluster.timeout_ms);
 }
 
-Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan::PlanErrorKind* plan_error) {
+Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   auto e = std::unique_ptr<Engine>(new Engine());
   e->options_ = options;
   STRATA_ASSIGN(e->model_, model::Model::open(options.model_path));
@@ -83,7 +83,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options, plan:
     e->nodes_.push_back(std::move(worker));
   }
 
-  STRATA_ASSIGN(e->plan_, plan::make_plan(*e->model_, nodes, request, plan_error));
+  STRATA_ASSIGN(e->plan_, plan::make_plan(*e->model_, nodes, request));
   if (nodes.size() > 1) {
     log_block(plan::render(e->plan_));  // the table, transfers, decisions and warnings
   } else {
@@ -208,7 +208,9 @@ Status Engine::recover_or_fail_fast() {
   {
     std::lock_guard lock(health_mu_);
     for (const NodeHealth& h : health_) {
-      if (!h.answers) return make_error("worker {} is down; the cluster recovers when it is back", h.node);
+      if (!h.answers) {
+        return make_error(ErrorCode::kUnavailable, "worker {} is down; the cluster recovers when it is back", h.node);
+      }
     }
   }
   return recover();

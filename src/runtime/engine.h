@@ -54,8 +54,8 @@ struct NodeLoad {
 
 class Engine {
  public:
-  // plan_error (optional) says why the planner refused, when it did.
-  static Result<std::unique_ptr<Engine>> load(const EngineOptions& options, plan::PlanErrorKind* plan_error = nullptr);
+  // A refused plan keeps the planner's error code (plan::make_plan lists them).
+  static Result<std::unique_ptr<Engine>> load(const EngineOptions& options);
   ~Engine();
 
   const model::Model& model() const { return *model_; }

@@ -34,6 +34,21 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, e.body()); }
 
+// An engine or scheduler failure as an API error: a node down or the server stopping is 503 (the
+// client may retry); other codes keep `otherwise`, the status each call site had chosen.
+ApiError api_error(ErrorCode code, std::string message, int otherwise) {
+  ApiError e;
+  e.message = std::move(message);
+  e.status = otherwise;
+  if (code == ErrorCode::kUnavailable) {
+    e.status = 503;
+    e.type = "unavailable_error";
+  } else if (otherwise >= 500) {
+    e.type = "server_error";
+  }
+  return e;
+}
+
 std::string random_id(const char* prefix) {
   std::random_device rd;
   return fmt::format("{}-{:08x}{:08x}", prefix, rd(), rd());
@@ -178,9 +193,8 @@ class Api {
     }
     auto submitted = r->scheduler->submit(req.generation);
     if (!submitted.ok()) {
-      ApiError e;
-      e.code = "context_length_exceeded";
-      e.message = submitted.error().message;
+      ApiError e = api_error(submitted.error().code, submitted.error().message, 400);
+      if (submitted.error().code == ErrorCode::kOutOfRange) e.code = "context_length_exceeded";
       return send_error(res, e);
     }
     std::shared_ptr<Request> job = *submitted;
@@ -200,12 +214,8 @@ class Api {
         for (auto& l : c.logprobs) logprobs.push_back(std::move(l));
         if (!c.done) continue;
         if (!c.error.empty()) {
-          ApiError e;
-          e.status = 500;
-          e.type = "server_error";
-          e.message = c.error;
           metrics_.request_failed();
-          return send_error(res, e);
+          return send_error(res, api_error(c.error_code, c.error, 500));
         }
         metrics_.request_finished(job->n_prompt(), job->n_generated());
         return send_json(res, 200, completion_response(req, id, r->model_id, text, logprobs, c.finish_reason,
@@ -223,11 +233,7 @@ class Api {
             return false;
           }
           if (!c.error.empty()) {
-            ApiError e;
-            e.status = 500;
-            e.type = "server_error";
-            e.message = c.error;
-            const std::string msg = sse(e.body());
+            const std::string msg = sse(api_error(c.error_code, c.error, 500).body());
             sink.write(msg.data(), msg.size());
             sink.done();
             metrics_.request_failed();

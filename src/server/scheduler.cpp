@@ -16,7 +16,7 @@ Request::Chunk Request::next(std::chrono::milliseconds timeout) {
   cv_.wait_for(lock, timeout, [&] { return !pending_.text.empty() || !pending_.logprobs.empty() || pending_.done; });
   Chunk out = std::move(pending_);
   pending_ = Chunk{};
-  if (out.done) pending_ = Chunk{"", {}, true, out.finish_reason, out.error};  // stays done
+  if (out.done) pending_ = Chunk{"", {}, true, out.finish_reason, out.error, out.error_code};  // stays done
   return out;
 }
 
@@ -29,12 +29,13 @@ void Request::push(std::string text, std::vector<TokenLogprob> logprobs) {
   cv_.notify_all();
 }
 
-void Request::finish(std::string reason, std::string error) {
+void Request::finish(std::string reason, std::string error, ErrorCode code) {
   {
     std::lock_guard lock(mu_);
     pending_.done = true;
     pending_.finish_reason = std::move(reason);
     pending_.error = std::move(error);
+    pending_.error_code = code;
   }
   cv_.notify_all();
 }
@@ -61,23 +62,26 @@ void Scheduler::stop() {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   for (auto& s : slots_) {
-    if (s->active()) s->req->finish("", "server shutting down");
+    if (s->active()) s->req->finish("", "server shutting down", ErrorCode::kUnavailable);
   }
-  for (auto& r : queue_) r->finish("", "server shutting down");
+  for (auto& r : queue_) r->finish("", "server shutting down", ErrorCode::kUnavailable);
 }
 
 Result<std::shared_ptr<Request>> Scheduler::submit(GenerationParams params) {
-  if (params.prompt.empty()) return make_error("the prompt is empty");
+  if (params.prompt.empty()) return make_error(ErrorCode::kInvalidArgument, "the prompt is empty");
   const int32_t ctx = engine_.n_ctx_per_seq();
   if (static_cast<int32_t>(params.prompt.size()) >= ctx) {
-    return make_error("the prompt has {} tokens but a slot's context holds {} (prompt plus at least one generated token)",
+    return make_error(ErrorCode::kOutOfRange,
+                      "the prompt has {} tokens but a slot's context holds {} (prompt plus at least one generated token)",
                       params.prompt.size(), ctx);
   }
-  if (auto s = sampling::validate(params.sampling); !s.ok()) return std::move(s).error();
+  if (auto s = sampling::validate(params.sampling); !s.ok()) {
+    return with_code(std::move(s).error(), ErrorCode::kInvalidArgument);
+  }
   auto req = std::make_shared<Request>(std::move(params));
   {
     std::lock_guard lock(mu_);
-    if (stop_) return make_error("server shutting down");
+    if (stop_) return make_error(ErrorCode::kUnavailable, "server shutting down");
     queue_.push_back(req);
     ++stats_.requests_total;
   }
@@ -133,11 +137,11 @@ void Scheduler::release(Slot& slot, bool cancelled) {
   if (cancelled) ++stats_.requests_cancelled;
 }
 
-void Scheduler::fail_active(const std::string& error) {
+void Scheduler::fail_active(const Error& error) {
   std::lock_guard lock(mu_);
   for (auto& slot : slots_) {
     if (!slot->active()) continue;
-    slot->req->finish("", error);
+    slot->req->finish("", error.message, error.code);
     slot->req.reset();
     slot->gen.reset();
     ++stats_.requests_failed;
@@ -156,7 +160,7 @@ bool Scheduler::drop_cancelled_and_clear_new() {
     }
     if (!slot->gen->started()) {
       if (auto s = engine_.clear_seq(slot->seq); !s.ok()) {
-        fail_active(s.error().message);
+        fail_active(s.error());
         return false;
       }
     }
@@ -203,7 +207,7 @@ void Scheduler::step() {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!logits.ok()) {
     spdlog::error("decode failed: {}", logits.error().message);
-    fail_active(logits.error().message);
+    fail_active(logits.error());
     return;
   }
   {

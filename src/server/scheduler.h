@@ -34,6 +34,7 @@ class Request {
     bool done = false;
     std::string finish_reason;  // "stop" or "length" when done
     std::string error;          // set when the request failed (e.g. a node went down)
+    ErrorCode error_code = ErrorCode::kUnknown;  // the failure's kind, for the HTTP status
   };
   // Blocks until new output, completion or the timeout; returns what arrived (possibly empty).
   Chunk next(std::chrono::milliseconds timeout);
@@ -44,7 +45,7 @@ class Request {
 
   // Scheduler side.
   void push(std::string text, std::vector<TokenLogprob> logprobs);
-  void finish(std::string reason, std::string error = "");
+  void finish(std::string reason, std::string error = "", ErrorCode code = ErrorCode::kUnknown);
   std::atomic<int32_t> n_generated_{0};
 
  private:
@@ -84,7 +85,7 @@ class Scheduler {
   void step();
   bool drop_cancelled_and_clear_new();
   int64_t fill_batch(model::Batch& batch, std::vector<Slot*>& rows);
-  void fail_active(const std::string& error);
+  void fail_active(const Error& error);
   void release(Slot& slot, bool cancelled = false);
   void emit(Slot& slot, std::span<const float> logits);
 

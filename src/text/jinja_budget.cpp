@@ -13,7 +13,7 @@ namespace strata::text::jinja {
 
 Error Interp::limit_error(std::string message) {
   limit_exceeded_ = true;
-  return Error{std::move(message)};
+  return Error{ErrorCode::kResourceExhausted, std::move(message)};
 }
 
 Status Interp::count_steps(int64_t n) {

@@ -101,7 +101,6 @@ class Interp {
   Result<Value> concat(std::string_view x, std::string_view y);
   Result<Value> repeat(const Value& seq, int64_t k);  // seq * k
   Result<Value> eval_slice(const Expr& e, Frame& frame);
-  Result<Value> eval_call(const Expr& e, Frame& frame);
   Status eval_args(const Expr& e, Frame& frame, Args& args);
   Result<Value> apply_filters(const std::vector<ExprPtr>& filters, Value input, Frame& frame);
   Result<Value> lookup(std::string_view name, Frame& frame);

@@ -303,13 +303,6 @@ std::string repr(const Value& v) {
   return out;
 }
 
-std::string to_str(const Value& v) {
-  if (v.is_string()) return v.str();
-  std::string out;
-  str_into(v, out, SIZE_MAX, nullptr);
-  return out;
-}
-
 std::string short_repr(const Value& v, size_t max) {
   std::string out;
   if (!repr_into(v, out, max, nullptr)) out += "...";

@@ -118,7 +118,6 @@ struct Work {
   }
 };
 std::string type_name(const Value& v);  // Python-ish: 'str', 'int', 'dict', 'undefined', ...
-std::string to_str(const Value& v);     // str(v); undefined -> ""
 std::string repr(const Value& v);
 std::string format_float(double f);  // Python repr of a float
 bool equals(const Value& a, const Value& b);

@@ -70,7 +70,7 @@ TEST(HybridHparams, synth_writes_the_layer_pattern_experts_and_partial_rotary) {
 
 TEST(HybridHparams, recurrent_layers_key_overrides_the_interval) {
   // Layers 0 and 2 recurrent; without the interval key the default (4) would say 0, 1 and 2.
-  SynthSpec spec = tiny_spec("qwen35");
+  tools::SynthSpec spec = tiny_spec("qwen35");
   spec.full_attention_interval = 2;
   const std::string base = write_synth(spec, "qwen35-interval-2.gguf");
   const std::string path = rewrite(base, "qwen35-recurrent-layers.gguf",

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "gguf/gguf.h"
-#include "model/synth.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
+#include "tools/synth.h"
 
 namespace strata::model::testing {
 
@@ -25,8 +25,8 @@ inline std::filesystem::path scratch_dir() {
 }
 
 // A tiny model of `arch` (4 layers, width 64, 4 experts of which 2 used, 2 k / 4 v delta-net heads).
-inline SynthSpec tiny_spec(const std::string& arch) {
-  SynthSpec s;
+inline tools::SynthSpec tiny_spec(const std::string& arch) {
+  tools::SynthSpec s;
   s.arch = arch;
   s.n_layer = 4;
   s.n_embd = 64;
@@ -47,9 +47,9 @@ inline SynthSpec tiny_spec(const std::string& arch) {
   return s;
 }
 
-inline std::string write_synth(const SynthSpec& spec, const std::string& file) {
+inline std::string write_synth(const tools::SynthSpec& spec, const std::string& file) {
   const std::string path = (scratch_dir() / file).string();
-  const Status st = write_synth_model(spec, path);
+  const Status st = tools::write_synth_model(spec, path);
   EXPECT_TRUE(st.ok()) << st.error().message;
   return path;
 }

@@ -42,10 +42,9 @@ TEST_F(BudgetTest, plan_refuses_node_over_memory_limit_with_numbers) {
   EXPECT_EQ(w1.kv, 21u * 4096 * 128);
 
   const std::vector<Node> tight = two_workers(8 * kMiB, 8 * kMiB, 64 * kMiB);
-  PlanErrorKind kind = PlanErrorKind::kNone;
-  auto p = make_plan(*model_, tight, r, &kind);
+  auto p = make_plan(*model_, tight, r);
   ASSERT_FALSE(p.ok());
-  EXPECT_EQ(kind, PlanErrorKind::kOverMemory);
+  EXPECT_EQ(p.error().code, ErrorCode::kResourceExhausted);
   const std::string& msg = p.error().message;
   using detail::human_bytes;
   const std::string w1_line = fmt::format("127.0.0.1:50052 needs {} (weights {}, KV {}, state 0 B, scratch {}) but its limit is 8.0 MiB",
@@ -74,19 +73,19 @@ TEST_F(BudgetTest, plan_refuses_node_over_memory_limit_with_numbers) {
   EXPECT_EQ(owners(*with_c), "0-20:1 21-39:2 out:2");
 
   // Nothing fits anywhere.
-  auto none = make_plan(*model_, two_workers(kMiB, kMiB, kMiB), r, &kind);
+  auto none = make_plan(*model_, two_workers(kMiB, kMiB, kMiB), r);
   ASSERT_FALSE(none.ok());
-  EXPECT_EQ(kind, PlanErrorKind::kOverMemory);
+  EXPECT_EQ(none.error().code, ErrorCode::kResourceExhausted);
   EXPECT_NE(none.error().message.find("no split or smaller context fits"), std::string::npos) << none.error().message;
 
   // A single node too small.
   Request single = r;
   single.tensor_split.clear();
-  auto alone = make_plan(*model_, {local(8 * kMiB)}, single, &kind);
+  auto alone = make_plan(*model_, {local(8 * kMiB)}, single);
   ASSERT_FALSE(alone.ok());
   EXPECT_NE(alone.error().message.find("local needs"), std::string::npos) << alone.error().message;
   EXPECT_NE(alone.error().message.find("-c "), std::string::npos) << alone.error().message;
-  alone = make_plan(*model_, {local(4 * kMiB)}, single, &kind);
+  alone = make_plan(*model_, {local(4 * kMiB)}, single);
   ASSERT_FALSE(alone.ok());
   EXPECT_NE(alone.error().message.find("no split or smaller context fits"), std::string::npos) << alone.error().message;
 }

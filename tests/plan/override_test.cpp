@@ -73,24 +73,23 @@ TEST_F(OverrideTest, ot_whole_layer_pins_override_ts_and_say_so) {
 }
 
 TEST_F(OverrideTest, strict_placement_refuses_the_field_report_with_the_layers_named) {
-  PlanErrorKind kind = PlanErrorKind::kNone;
-  auto p = make_plan(*model_, two_workers(), with_ot(request({1, 1}), kFieldReportOt, true), &kind);
+  auto p = make_plan(*model_, two_workers(), with_ot(request({1, 1}), kFieldReportOt, true));
   ASSERT_FALSE(p.ok());
-  EXPECT_EQ(kind, PlanErrorKind::kStrictPlacement);
+  EXPECT_EQ(p.error().code, ErrorCode::kPlacementRefused);
   EXPECT_EQ(p.error().message,
             "plan: --strict-placement: -ot rule 'blk\\.([0-9]|1[0-9]|2[0-4])\\.=127.0.0.1:50052' pins layers 21-24 to "
             "127.0.0.1:50052, but -ts 1,1 puts them on 127.0.0.1:50053. Make the flags agree, e.g. -ts 25,16 (25 layers on "
             "127.0.0.1:50052, 15 layers + output on 127.0.0.1:50053), or drop --strict-placement to let -ot decide");
   // With -ngl, the pin that keeps layer 0 off this machine is named too.
-  auto q = make_plan(*model_, two_workers(), with_ot(request({1, 1}, 40), kFieldReportOt, true), &kind);
+  auto q = make_plan(*model_, two_workers(), with_ot(request({1, 1}, 40), kFieldReportOt, true));
   ASSERT_FALSE(q.ok());
-  EXPECT_EQ(kind, PlanErrorKind::kStrictPlacement);
+  EXPECT_EQ(q.error().code, ErrorCode::kPlacementRefused);
   EXPECT_NE(q.error().message.find("pins layer 0 to 127.0.0.1:50052, but -ngl 40 -ts 1,1 puts it on local"),
             std::string::npos)
       << q.error().message;
   EXPECT_NE(q.error().message.find("-ts 25,16 without -ngl"), std::string::npos) << q.error().message;
   // Without explicit -ts/-ngl (the memory split) the pins decide, strict or not.
-  auto r = make_plan(*model_, two_workers(), with_ot(request(), kFieldReportOt, true), &kind);
+  auto r = make_plan(*model_, two_workers(), with_ot(request(), kFieldReportOt, true));
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(owners(*r), "0-24:1 25-39:2 out:2");
   EXPECT_NE(all_text(r->decision_texts()).find("the split by usable memory had put them on local"), std::string::npos)
@@ -118,11 +117,10 @@ TEST_F(OverrideTest, rpc_buffer_names_and_cpu_pick_the_nodes) {
 }
 
 TEST_F(OverrideTest, plan_refuses_split_layer_across_nodes) {
-  PlanErrorKind kind = PlanErrorKind::kNone;
   // The feed-forward of layer 20 pinned to W2 while -ts puts the layer (its attention) on W1.
-  auto p = make_plan(*model_, two_workers(), with_ot(request({1, 1}), "blk\\.20\\.ffn_=127.0.0.1:50053"), &kind);
+  auto p = make_plan(*model_, two_workers(), with_ot(request({1, 1}), "blk\\.20\\.ffn_=127.0.0.1:50053"));
   ASSERT_FALSE(p.ok());
-  EXPECT_EQ(kind, PlanErrorKind::kSplitLayer);
+  EXPECT_EQ(p.error().code, ErrorCode::kSplitLayer);
   EXPECT_EQ(p.error().message,
             "plan: -ot splits layer 20 across nodes: its ops would run on different nodes and exchange the hidden state "
             "inside the layer: the attention op on 127.0.0.1:50052 (blk.20.attn_norm.weight, blk.20.attn_q.weight, "
@@ -131,9 +129,9 @@ TEST_F(OverrideTest, plan_refuses_split_layer_across_nodes) {
             "blk.20.ffn_down.weight, by -ot rule 'blk\\.20\\.ffn_=127.0.0.1:50053'). Explicit cross-node transfers inside "
             "a layer are not supported yet; pin the whole layer to one node, e.g. -ot 'blk\\.20\\.=127.0.0.1:50053'");
   // One op's operands on two nodes, in several layers.
-  auto q = make_plan(*model_, two_workers(), with_ot(request({1, 1}), "attn_q=local"), &kind);
+  auto q = make_plan(*model_, two_workers(), with_ot(request({1, 1}), "attn_q=local"));
   ASSERT_FALSE(q.ok());
-  EXPECT_EQ(kind, PlanErrorKind::kSplitLayer);
+  EXPECT_EQ(q.error().code, ErrorCode::kSplitLayer);
   EXPECT_NE(q.error().message.find("-ot splits layer 0 across nodes: its attention op would need operands on 2 nodes: "
                                    "on 127.0.0.1:50052 (blk.0.attn_norm.weight"),
             std::string::npos)
@@ -142,13 +140,13 @@ TEST_F(OverrideTest, plan_refuses_split_layer_across_nodes) {
       << q.error().message;
   EXPECT_NE(q.error().message.find("(the same holds for layers 1-39)"), std::string::npos) << q.error().message;
   // Two rules to two nodes inside one layer.
-  auto r = make_plan(*model_, two_workers(), with_ot(request({1, 1}), "blk\\.3\\.attn=127.0.0.1:50052,blk\\.3\\.=127.0.0.1:50053"),
-                     &kind);
+  auto r = make_plan(*model_, two_workers(), with_ot(request({1, 1}), "blk\\.3\\.attn=127.0.0.1:50052,blk\\.3\\.=127.0.0.1:50053"));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(kind, PlanErrorKind::kSplitLayer);
+  EXPECT_EQ(r.error().code, ErrorCode::kSplitLayer);
   // Split output head.
-  auto s = make_plan(*model_, two_workers(), with_ot(request({1, 1}), "^output\\.=local"), &kind);
+  auto s = make_plan(*model_, two_workers(), with_ot(request({1, 1}), "^output\\.=local"));
   ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kSplitLayer);
   EXPECT_NE(s.error().message.find("the output layer"), std::string::npos) << s.error().message;
   EXPECT_NE(s.error().message.find("-ot '^output=local'"), std::string::npos) << s.error().message;
 }
@@ -178,24 +176,22 @@ TEST_F(OverrideTest, rules_that_match_nothing_or_input_tensors_are_reported) {
   EXPECT_NE(w.find("pins token_embd.weight to 127.0.0.1:50053, but input tensors stay on local"), std::string::npos) << w;
   EXPECT_EQ(p->tensor_home.at("token_embd.weight"), 0);
   // Strict placement turns the ignored input pin into an error.
-  PlanErrorKind kind = PlanErrorKind::kNone;
-  auto q = make_plan(*model_, two_workers(), with_ot(request({1, 1}), "token_embd=127.0.0.1:50053", true), &kind);
+  auto q = make_plan(*model_, two_workers(), with_ot(request({1, 1}), "token_embd=127.0.0.1:50053", true));
   ASSERT_FALSE(q.ok());
-  EXPECT_EQ(kind, PlanErrorKind::kStrictPlacement);
+  EXPECT_EQ(q.error().code, ErrorCode::kPlacementRefused);
 }
 
 TEST_F(OverrideTest, bad_rules_are_refused_with_their_text) {
-  PlanErrorKind kind = PlanErrorKind::kNone;
   Request r = request({1, 1});
   r.overrides = {{"blk\\.1\\.", "CUDA0"}};
-  auto p = make_plan(*model_, two_workers(), r, &kind);
+  auto p = make_plan(*model_, two_workers(), r);
   ASSERT_FALSE(p.ok());
-  EXPECT_EQ(kind, PlanErrorKind::kInvalidRequest);
+  EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(p.error().message,
             "plan: -ot rule 'blk\\.1\\.=CUDA0': unknown node 'CUDA0'; valid names: local, CPU, 127.0.0.1:50052, "
             "RPC0[127.0.0.1:50052], 127.0.0.1:50053, RPC0[127.0.0.1:50053]");
   r.overrides = {{"blk\\.(1", "local"}};
-  p = make_plan(*model_, two_workers(), r, &kind);
+  p = make_plan(*model_, two_workers(), r);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.error().message.find("invalid regex 'blk\\.(1'"), std::string::npos) << p.error().message;
   r.overrides = {{"", "local"}};

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include "model/synth.h"
 #include "runtime/generate.h"
 #include "testing/cluster.h"
 #include "testing/golden.h"

@@ -84,6 +84,9 @@ TEST(Fault, killed_worker_fails_the_request_naming_it_then_the_next_request_succ
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find(victim), std::string::npos) << r.error().message;
+  // Typed as the worker being gone (refused connection or the deadline), which the server turns into 503.
+  EXPECT_TRUE(r.error().code == ErrorCode::kUnavailable || r.error().code == ErrorCode::kDeadlineExceeded)
+      << error_code_name(r.error().code) << ": " << r.error().message;
   EXPECT_LT(seconds, 3.0 + 2.0) << "the failure must come within the deadline";
 
   // The coordinator is still here; with the worker back, the next request works and is exact.
@@ -151,6 +154,7 @@ TEST_F(WorkerInputs, wrong_or_missing_token_is_refused) {
     auto facts = (*link)->hello();
     ASSERT_FALSE(facts.ok());
     EXPECT_NE(facts.error().message.find("authentication failed"), std::string::npos) << facts.error().message;
+    EXPECT_EQ(facts.error().code, ErrorCode::kPermissionDenied) << error_code_name(facts.error().code);
   }
   expect_still_serving();
 }

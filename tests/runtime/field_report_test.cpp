@@ -8,10 +8,10 @@
 #include <cstring>
 #include <filesystem>
 
-#include "model/synth.h"
 #include "testing/cluster.h"
 #include "testing/process.h"
 #include "testing/shared_data.h"
+#include "tools/synth.h"
 
 namespace strata {
 namespace {
@@ -23,14 +23,14 @@ const std::vector<int32_t> kPrompt = {1, 300, 301, 302, 303, 304, 305, 306};
 std::string forty_layer_model() {
   const auto path = std::filesystem::temp_directory_path() / "strata-field-report-40L.gguf";
   if (!std::filesystem::exists(path)) {
-    model::SynthSpec s;
+    tools::SynthSpec s;
     s.n_layer = 40;
     s.n_embd = 64;
     s.n_head = 4;
     s.n_head_kv = 2;
     s.n_ff = 128;
     s.type = DType::F16;
-    auto st = model::write_synth_model(s, path.string());
+    auto st = tools::write_synth_model(s, path.string());
     EXPECT_TRUE(st.ok()) << st.error().message;
   }
   return path.string();
@@ -93,10 +93,9 @@ TEST_P(FieldReport, strict_placement_refuses_at_startup_with_the_layers_named) {
   o.cluster.tensor_split = {1, 1};
   o.cluster.overrides = field_report_pins(*cluster_);
   o.cluster.strict_placement = true;
-  plan::PlanErrorKind kind = plan::PlanErrorKind::kNone;
-  auto e = runtime::Engine::load(o, &kind);
+  auto e = runtime::Engine::load(o);
   ASSERT_FALSE(e.ok());
-  EXPECT_EQ(kind, plan::PlanErrorKind::kStrictPlacement);
+  EXPECT_EQ(e.error().code, ErrorCode::kPlacementRefused);
   EXPECT_NE(e.error().message.find("layers 21-24"), std::string::npos) << e.error().message;
 }
 
@@ -111,7 +110,8 @@ TEST_P(FieldReport, cli_exits_with_status_2_under_strict_placement_and_runs_with
                            testing::shell_quote(cluster_->token_file()) + " -ts 1,1 -ot 'blk\\.([0-9]|1[0-9]|2[0-4])\\.=" +
                            ep[0] + ",blk\\.(2[5-9]|3[0-9])\\.=" + ep[1] + "'";
   auto r = testing::run_command(base + " --strict-placement");
-  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.exit_code, 2) << r.err;  // from the error's code, kPlacementRefused
+  EXPECT_NE(r.err.find("error: placement refused: plan: --strict-placement"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("layers 21-24"), std::string::npos) << r.err;
   r = testing::run_command(base);
   EXPECT_EQ(r.exit_code, 0) << r.err;

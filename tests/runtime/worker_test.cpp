@@ -98,7 +98,7 @@ TEST(Worker, maps_its_own_copy_of_the_model_and_receives_no_weights) {
   EXPECT_EQ((*e)->loads()[0].bytes_sent, 0u);
   auto logits = runtime::evaluate_prompt(**e, 0, {1, 403, 407}, false);
   EXPECT_TRUE(logits.ok()) << logits.error().message;
-  e = Error{"done"};
+  e = make_error("done");
   testing::expect_clean_exit(w->stop(), "worker " + w->endpoint(), s.log_path);
   fs::remove_all(dir);
 }
@@ -148,7 +148,7 @@ TEST(Worker, links_run_over_mutual_tls) {
   auto plain = net::RemoteNode::connect(workers[0].endpoint(), {}, 3000);
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE((*plain)->hello().ok());
-  e = Error{"done"};
+  e = make_error("done");
   for (size_t i = 0; i < workers.size(); ++i) {
     testing::expect_clean_exit(workers[i].stop(), "TLS worker " + workers[i].endpoint(),
                                (dir / ("worker" + std::to_string(i) + ".log")).string());

@@ -208,6 +208,12 @@ TEST(Server, node_failure_ends_the_stream_with_an_error_and_the_server_recovers)
   auto still = c.Get("/health");
   ASSERT_TRUE(still);
   EXPECT_EQ(still->status, 503) << still->body;
+  // A request meanwhile is refused at once as unavailable (503, worth retrying), not as a server bug.
+  auto refused = c.Post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}.dump(),
+                        "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503) << refused->body;
+  EXPECT_NE(refused->body.find("unavailable_error"), std::string::npos) << refused->body;
   // Then back to 200 once it returns.
   spawn.port = port;
   auto again = runtime::WorkerProcess::spawn(spawn);

@@ -1,4 +1,5 @@
-// Deterministic random-weight models of any declared architecture, streamed to a GGUF file.
+// Deterministic random-weight models of any declared architecture, streamed to a GGUF file
+// (strata synth; the tests and benchmarks write their small models with it).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 #include "base/dtype.h"
 #include "base/result.h"
 
-namespace strata::model {
+namespace strata::tools {
 
 struct SynthSpec {
   std::string arch = "llama";
@@ -55,4 +56,4 @@ Status validate(const SynthSpec& spec);
 Status write_synth_model(const SynthSpec& spec, const std::string& path,
                          const std::function<void(size_t, size_t)>& on_tensor = {});
 
-}  // namespace strata::model
+}  // namespace strata::tools

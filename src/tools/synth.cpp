@@ -1,4 +1,4 @@
-#include "model/synth.h"
+#include "tools/synth.h"
 
 #include <cmath>
 #include <cstring>
@@ -8,7 +8,17 @@
 #include "model/architecture.h"
 #include "text/builtin_vocab.h"
 
-namespace strata::model {
+namespace strata::tools {
+
+// The architecture's own declarations decide which tensors a synthetic model has.
+using model::ArchTraits;
+using model::GlobalWeights;
+using model::HParams;
+using model::LayerWeights;
+using model::RopeType;
+using model::TensorDecl;
+using model::VectorView;
+
 namespace {
 
 // splitmix64: a tiny, well-mixed generator; each tensor gets a stream seeded from its name.
@@ -142,8 +152,8 @@ void write_keys(gguf::Writer& w, const SynthSpec& s, const ArchTraits& traits, c
 }  // namespace
 
 Status validate(const SynthSpec& s) {
-  const ArchTraits* traits = find_arch_traits(s.arch);
-  if (!traits || !find_architecture(s.arch)) return make_error("synth: architecture '{}' is not supported", s.arch);
+  const ArchTraits* traits = model::find_arch_traits(s.arch);
+  if (!traits || !model::find_architecture(s.arch)) return make_error("synth: architecture '{}' is not supported", s.arch);
   if (s.n_layer < 1 || s.n_layer > 512) return make_error("synth: --layers {} out of range 1..512", s.n_layer);
   if (s.n_embd < 1 || s.n_embd > (1 << 16)) return make_error("synth: --embd {} out of range", s.n_embd);
   if (s.n_head < 1 || s.n_head_kv < 1 || s.n_head % s.n_head_kv != 0) {
@@ -211,7 +221,7 @@ Status write_synth_model(const SynthSpec& s, const std::string& path, const std:
     vocab.scores.push_back(0.0f);
     vocab.types.push_back(static_cast<int32_t>(text::TokenType::Unused));
   }
-  const ArchTraits& traits = *find_arch_traits(s.arch);
+  const ArchTraits& traits = *model::find_arch_traits(s.arch);
   const HParams hp = synth_hparams(s, traits, static_cast<int32_t>(vocab.tokens.size()));
 
   gguf::Writer w;
@@ -225,7 +235,7 @@ Status write_synth_model(const SynthSpec& s, const std::string& path, const std:
   w.set_u32("tokenizer.ggml.unknown_token_id", vocab.unk);
   w.set_bool("tokenizer.ggml.add_bos_token", true);
 
-  const Architecture* arch = find_architecture(s.arch);
+  const model::Architecture* arch = model::find_architecture(s.arch);
   std::vector<TensorDecl> decls = arch->declare(hp);
   // Optional tensors are left out (untied head included, as most real models have one).
   std::erase_if(decls, [&](const TensorDecl& d) {
@@ -261,4 +271,4 @@ Status write_synth_model(const SynthSpec& s, const std::string& path, const std:
   return w.write(path);
 }
 
-}  // namespace strata::model
+}  // namespace strata::tools

@@ -4,9 +4,9 @@
 #include <filesystem>
 
 #include "model/model.h"
-#include "model/synth.h"
+#include "tools/synth.h"
 
-namespace strata::model {
+namespace strata::tools {
 namespace {
 
 TEST(SynthPreset, llama_1b_has_llama_3_2_1b_shape) {
@@ -51,7 +51,7 @@ TEST(SynthPreset, padded_vocabulary_and_tied_head_load_back) {
   s->n_layer = 1, s->n_embd = 64, s->n_head = 4, s->n_head_kv = 1, s->n_ff = 128, s->n_vocab = 1000;
   const auto path = std::filesystem::temp_directory_path() / "strata-synth-preset-test.gguf";
   ASSERT_TRUE(write_synth_model(*s, path.string()).ok());
-  auto m = Model::open(path.string());
+  auto m = model::Model::open(path.string());
   ASSERT_TRUE(m.ok()) << m.error().message;
   EXPECT_EQ((*m)->hparams().n_vocab, 1000);
   EXPECT_FALSE((*m)->has_output_weight());
@@ -59,4 +59,4 @@ TEST(SynthPreset, padded_vocabulary_and_tied_head_load_back) {
 }
 
 }  // namespace
-}  // namespace strata::model
+}  // namespace strata::tools

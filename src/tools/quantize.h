@@ -11,7 +11,7 @@
 #include "base/dtype.h"
 #include "base/result.h"
 
-namespace strata::model {
+namespace strata::tools {
 
 enum class QuantType { Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K };
 
@@ -45,4 +45,4 @@ struct QuantizeProgress {
 Status quantize_model(const std::string& in, const std::string& out, QuantType type, int32_t n_threads = 0,
                       const std::function<void(const QuantizeProgress&)>& progress = {});
 
-}  // namespace strata::model
+}  // namespace strata::tools

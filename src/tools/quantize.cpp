@@ -1,18 +1,19 @@
 // strata quantize: per-tensor type choice (llama.cpp's llama_tensor_get_type for these mixes) and a
 // streaming rewrite of the GGUF file.
-#include "model/quantize.h"
+#include "tools/quantize.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <thread>
 #include <vector>
 
+#include "base/system.h"
 #include "gguf/gguf.h"
 #include "tensor/quantize_weights.h"
 #include "tensor/quants.h"
+#include "tensor/thread_pool.h"
 
-namespace strata::model {
+namespace strata::tools {
 namespace {
 
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
@@ -129,28 +130,27 @@ Result<std::optional<DType>> choose_type(QuantType t, const std::string& name, i
   return std::optional<DType>{type};
 }
 
-Status quantize_model(const std::string& in, const std::string& out, QuantType qtype, int32_t n_threads,
-                      const std::function<void(const QuantizeProgress&)>& progress) {
-  STRATA_ASSIGN(std::shared_ptr<const gguf::File> file, gguf::File::open(in));
-  STRATA_ASSIGN(const std::string_view arch, file->get_string("general.architecture"));
+namespace {
+
+// What choose_type needs to know about the whole model.
+Result<TypeContext> type_context(const gguf::File& file) {
+  STRATA_ASSIGN(const std::string_view arch, file.get_string("general.architecture"));
+  STRATA_ASSIGN(const int64_t n_layer, file.get_int_or(std::string(arch) + ".block_count", 0));
+  STRATA_ASSIGN(const int64_t n_expert, file.get_int_or(std::string(arch) + ".expert_count", 0));
   TypeContext ctx;
-  {
-    STRATA_ASSIGN(const int64_t n_layer, file->get_int_or(std::string(arch) + ".block_count", 0));
-    STRATA_ASSIGN(const int64_t n_expert, file->get_int_or(std::string(arch) + ".expert_count", 0));
-    ctx.n_layer = static_cast<int32_t>(n_layer);
-    ctx.n_expert = static_cast<int32_t>(n_expert);
-  }
-  ctx.has_output = file->find_tensor("output.weight") != nullptr;
-  for (const auto& t : file->tensors()) {
+  ctx.n_layer = static_cast<int32_t>(n_layer);
+  ctx.n_expert = static_cast<int32_t>(n_expert);
+  ctx.has_output = file.find_tensor("output.weight") != nullptr;
+  for (const auto& t : file.tensors()) {
     if (contains(t.name, "attn_v.weight") || contains(t.name, "attn_qkv.weight")) ++ctx.n_attn_v;
   }
-  if (n_threads <= 0) n_threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  return ctx;
+}
 
-  gguf::Writer writer;
-  const uint32_t file_type = quant_file_type(qtype);
-  // As llama.cpp: every key is copied except the split keys, and the two quantization keys are
-  // (re)appended at the end, quantization_version first.
-  for (const auto& kv : file->kvs()) {
+// As llama.cpp: every key is copied except the split keys, and the two quantization keys are
+// (re)appended at the end, quantization_version first.
+void copy_keys(const gguf::File& file, QuantType qtype, gguf::Writer& writer) {
+  for (const auto& kv : file.kvs()) {
     if (kv.key == "general.file_type" || kv.key == "general.quantization_version" || kv.key == "split.no" ||
         kv.key == "split.count" || kv.key == "split.tensors.count") {
       continue;
@@ -158,21 +158,60 @@ Status quantize_model(const std::string& in, const std::string& out, QuantType q
     writer.copy_kv(kv);
   }
   writer.set_u32("general.quantization_version", 2);
-  writer.set_u32("general.file_type", file_type);
+  writer.set_u32("general.file_type", quant_file_type(qtype));
+}
 
-  // llama.cpp walks (and writes) the tensors ordered by layer number (-1 for non-layer tensors), then
-  // name; the attn_v / ffn_down counters depend on that order.
-  const size_t count = file->tensors().size();
+// llama.cpp walks (and writes) the tensors ordered by layer number (-1 for non-layer tensors), then
+// name; the attn_v / ffn_down counters depend on that order.
+std::vector<size_t> llama_order(const gguf::File& file) {
+  const size_t count = file.tensors().size();
   std::vector<size_t> order(count);
   std::vector<int> layer_of(count, -1);
   for (size_t i = 0; i < count; ++i) {
     order[i] = i;
-    std::sscanf(file->tensors()[i].name.c_str(), "blk.%d.", &layer_of[i]);
+    std::sscanf(file.tensors()[i].name.c_str(), "blk.%d.", &layer_of[i]);
   }
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if (layer_of[a] != layer_of[b]) return layer_of[a] < layer_of[b];
-    return file->tensors()[a].name < file->tensors()[b].name;
+    return file.tensors()[a].name < file.tensors()[b].name;
   });
+  return order;
+}
+
+// Converts `rows` rows of `row` elements from `from` to `to` on the pool. Each row's bytes depend
+// only on that row, so the output is the same for any thread count.
+void convert_rows(tensor::ThreadPool& pool, DType from, DType to, const uint8_t* src, uint8_t* dst, int64_t row,
+                  int64_t rows) {
+  const size_t in_row = row_bytes(from, row), out_row = row_bytes(to, row);
+  // Chunks of ~64K elements: enough work per hand-out, and many chunks for large tensors.
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(row, 1));
+  pool.parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+    std::vector<float> buf(from == DType::F32 ? 0 : static_cast<size_t>(row));
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* s = src + static_cast<size_t>(r) * in_row;
+      const float* x = reinterpret_cast<const float*>(s);
+      if (from != DType::F32) {
+        tensor::dequantize_row(from, s, buf.data(), row);
+        x = buf.data();
+      }
+      tensor::quantize_row(to, x, dst + static_cast<size_t>(r) * out_row, row);
+    }
+  });
+}
+
+}  // namespace
+
+Status quantize_model(const std::string& in, const std::string& out, QuantType qtype, int32_t n_threads,
+                      const std::function<void(const QuantizeProgress&)>& progress) {
+  STRATA_ASSIGN(std::shared_ptr<const gguf::File> file, gguf::File::open(in));
+  STRATA_ASSIGN(const TypeContext ctx, type_context(*file));
+  // The writer calls the fill callbacks from write(), below: the pool outlives them.
+  tensor::ThreadPool pool(n_threads > 0 ? n_threads : hardware_threads());
+  gguf::Writer writer;
+  copy_keys(*file, qtype, writer);
+
+  const std::vector<size_t> order = llama_order(*file);
+  const size_t count = order.size();
   int32_t i_attn_v = 0, i_ffn_down = 0;
   for (size_t idx = 0; idx < count; ++idx) {
     const gguf::TensorInfo& t = file->tensors()[order[idx]];
@@ -180,54 +219,26 @@ Status quantize_model(const std::string& in, const std::string& out, QuantType q
     STRATA_ASSIGN(const std::optional<DType> chosen, choose_type(qtype, t.name, t.ne[0], n_dims, ctx, i_attn_v, i_ffn_down));
     if (contains(t.name, "attn_v.weight") || contains(t.name, "attn_qkv.weight")) ++i_attn_v;
     if (is_quantized_weight(t.name, n_dims) && contains(t.name, "ffn_down")) ++i_ffn_down;
-    const DType to = chosen.value_or(t.type);
-    if (to != t.type && t.type != DType::F32 && t.type != DType::F16 && t.type != DType::BF16) {
-      return make_error("quantize: tensor '{}' is {}; only F32, F16 and BF16 tensors can be quantized", t.name,
-                        dtype_name(t.type));
+    const DType from = t.type, to = chosen.value_or(t.type);
+    if (to != from && from != DType::F32 && from != DType::F16 && from != DType::BF16) {
+      return make_error(ErrorCode::kInvalidArgument,
+                        "quantize: tensor '{}' is {}; only F32, F16 and BF16 tensors can be quantized", t.name,
+                        dtype_name(from));
     }
     if (!tensor::can_quantize(to)) {
-      return make_error("quantize: tensor '{}': cannot produce type {}", t.name, dtype_name(to));
+      return make_error(ErrorCode::kInvalidArgument, "quantize: tensor '{}': cannot produce type {}", t.name,
+                        dtype_name(to));
     }
     std::vector<int64_t> ne(t.ne, t.ne + std::max<uint32_t>(1, t.n_dims));
-    const DType from = t.type;
-    const int64_t row = t.ne[0];
-    const int64_t rows = t.n_rows();
-    const int threads = n_threads;
-    auto fill = [file, &t, from, to, row, rows, threads, idx, count, progress](uint8_t* dst, uint64_t nbytes) -> Status {
+    auto fill = [file, &t, &pool, from, to, idx, count, &progress](uint8_t* dst, uint64_t nbytes) -> Status {
       const uint8_t* src = file->tensor_data(t);
+      const int64_t row = t.ne[0], rows = t.n_rows();
       if (from == to) {
         std::copy(src, src + nbytes, dst);
+      } else if (nbytes != row_bytes(to, row) * static_cast<uint64_t>(rows)) {
+        return make_error(ErrorCode::kInternal, "quantize: tensor '{}': size mismatch", t.name);
       } else {
-        if (nbytes != row_bytes(to, row) * static_cast<uint64_t>(rows)) {
-          return make_error("quantize: tensor '{}': size mismatch", t.name);
-        }
-        const size_t in_row = row_bytes(from, row), out_row = row_bytes(to, row);
-        auto work = [&](int64_t r0, int64_t r1) {
-          std::vector<float> buf(from == DType::F32 ? 0 : static_cast<size_t>(row));
-          for (int64_t r = r0; r < r1; ++r) {
-            const uint8_t* s = src + static_cast<size_t>(r) * in_row;
-            const float* x;
-            if (from == DType::F32) {
-              x = reinterpret_cast<const float*>(s);
-            } else {
-              tensor::dequantize_row(from, s, buf.data(), row);
-              x = buf.data();
-            }
-            tensor::quantize_row(to, x, dst + static_cast<size_t>(r) * out_row, row);
-          }
-        };
-        const int64_t n_workers = std::clamp<int64_t>(std::min<int64_t>(threads, rows / 4), 1, 256);
-        if (n_workers == 1) {
-          work(0, rows);
-        } else {
-          std::vector<std::thread> pool;
-          const int64_t per = (rows + n_workers - 1) / n_workers;
-          for (int64_t w = 0; w < n_workers; ++w) {
-            const int64_t r0 = w * per, r1 = std::min(rows, r0 + per);
-            if (r0 < r1) pool.emplace_back(work, r0, r1);
-          }
-          for (auto& th : pool) th.join();
-        }
+        convert_rows(pool, from, to, src, dst, row, rows);
       }
       if (progress) progress(QuantizeProgress{idx + 1, count, t.name, from, to});
       return ok_status();
@@ -237,4 +248,4 @@ Status quantize_model(const std::string& in, const std::string& out, QuantType q
   return writer.write(out);
 }
 
-}  // namespace strata::model
+}  // namespace strata::tools

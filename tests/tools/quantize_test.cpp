@@ -5,17 +5,19 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "gguf/gguf.h"
 #include "model/model_test_util.h"
-#include "model/quantize.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "testing/golden.h"
 #include "testing/shared_data.h"
+#include "tools/quantize.h"
 
-namespace strata::model {
+namespace strata::tools {
 namespace {
 
 // Quantizes the F32 llama-dense model and checks types, metadata and (optionally) logits.
@@ -23,7 +25,7 @@ void check_quantization(QuantType type, const std::string& stem, bool check_logi
                         const std::string& source = "models/synth/llama-dense-f32.gguf") {
   STRATA_SHARED_FILE(src, source);
   STRATA_SHARED_FILE(ref_path, "models/synth/" + stem + ".gguf");
-  const std::string out = (testing::scratch_dir() / (stem + "-strata.gguf")).string();
+  const std::string out = (model::testing::scratch_dir() / (stem + "-strata.gguf")).string();
   auto status = quantize_model(src, out, type, 2);
   ASSERT_TRUE(status.ok()) << status.error().message;
 
@@ -107,10 +109,30 @@ TEST(Quantize, TypeNames) {
 
 TEST(Quantize, RejectsQuantizedInputNamingTheTensor) {
   STRATA_SHARED_FILE(src, "models/synth/llama-dense-q8_0.gguf");
-  const std::string out = (testing::scratch_dir() / "rejected.gguf").string();
+  const std::string out = (model::testing::scratch_dir() / "rejected.gguf").string();
   auto status = quantize_model(src, out, QuantType::Q4_K_M, 2);
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.error().message.find("tensor 'output.weight'"), std::string::npos) << status.error().message;
+}
+
+// Rows are handed to the thread pool in chunks; the bytes must not depend on how many threads took them.
+TEST(Quantize, OutputDoesNotDependOnTheThreadCount) {
+  STRATA_SHARED_FILE(src, "models/synth/llama-dense-f32.gguf");
+  std::vector<std::string> files;
+  for (int32_t threads : {1, 3}) {
+    const std::string out =
+        (model::testing::scratch_dir() / ("threads-" + std::to_string(threads) + ".gguf")).string();
+    size_t reported = 0;
+    auto status = quantize_model(src, out, QuantType::Q4_K_M, threads, [&](const QuantizeProgress& p) {
+      EXPECT_EQ(p.index, ++reported);
+    });
+    ASSERT_TRUE(status.ok()) << status.error().message;
+    EXPECT_GT(reported, 0u);
+    std::ifstream in(out, std::ios::binary);
+    files.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  EXPECT_FALSE(files[0].empty());
+  EXPECT_TRUE(files[0] == files[1]) << "1 and 3 threads wrote different files";
 }
 
 TEST(Quantize, MissingInputIsAnError) {
@@ -119,4 +141,4 @@ TEST(Quantize, MissingInputIsAnError) {
 }
 
 }  // namespace
-}  // namespace strata::model
+}  // namespace strata::tools
