@@ -46,11 +46,15 @@ class GrpcExecutor final : public exec::StageExecutor {
   const std::string& name() const override { return link_->endpoint(); }
   Result<exec::NodeFacts> hello() override { return link_->hello(); }
 
+  // The spec is built on the first load and only read afterwards: a reload after a restart sends the
+  // same stage while the heartbeat may be pinging with its session.
   Result<uint64_t> load(const exec::StageLoad& load, const exec::ProgressFn& progress) override {
-    STRATA_ASSIGN(Identity id, identity_of(load));
-    spec_ = to_stage_spec(*load.model, load.stage, load.session, id.sha256, id.metadata, load.forward_to);
-    n_embd_ = load.model->hparams().n_embd;
-    n_vocab_ = load.model->hparams().n_vocab;
+    if (spec_.session().empty()) {
+      STRATA_ASSIGN(Identity id, identity_of(load));
+      spec_ = to_stage_spec(*load.model, load.stage, load.session, id.sha256, id.metadata, load.forward_to);
+      n_embd_ = load.model->hparams().n_embd;
+      n_vocab_ = load.model->hparams().n_vocab;
+    }
     return link_->load(spec_, load.model->file(), progress);
   }
 

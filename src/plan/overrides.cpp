@@ -37,7 +37,7 @@ size_t brace_quantifier(std::string_view p, size_t i, bool* repeats, bool* unbou
 std::string op_of(const model::Model::Tensor& t, int32_t n_layer) {
   if (t.decl.layer >= n_layer) return "output head";
   const std::string& name = t.decl.name;
-  const std::string prefix = fmt::format("blk.{}.", t.decl.layer);
+  const std::string prefix = gguf::names::layer_prefix(t.decl.layer);
   const std::string suffix = name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
   if (suffix.rfind("attn_", 0) == 0) return "attention";
   if (suffix.rfind("ffn_", 0) == 0) return "feed-forward";

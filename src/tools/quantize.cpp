@@ -4,16 +4,17 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <vector>
 
 #include "base/system.h"
 #include "gguf/gguf.h"
+#include "gguf/names.h"
 #include "tensor/quantize_weights.h"
 #include "tensor/quants.h"
 #include "tensor/thread_pool.h"
 
 namespace strata::tools {
+namespace names = gguf::names::tensor;
 namespace {
 
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
@@ -93,10 +94,10 @@ Result<std::optional<DType>> choose_type(QuantType t, const std::string& name, i
   const DType base = base_type(t);
   DType type = base;
   const bool k_m = t == QuantType::Q4_K_M || t == QuantType::Q5_K_M;
-  if (name == "output.weight" || (!ctx.has_output && name == "token_embd.weight")) {
+  if (name == names::kOutput || (!ctx.has_output && name == names::kTokenEmbd)) {
     if (ne0 % info(base).block_elems != 0) type = DType::Q8_0;
     else if (base != DType::Q8_0) type = DType::Q6_K;
-  } else if (name == "token_embd.weight") {
+  } else if (name == names::kTokenEmbd) {
     // keeps the base type for these mixes
   } else if (contains(name, "attn_v.weight") || contains(name, "attn_qkv.weight")) {
     if (k_m && use_more_bits(i_attn_v, ctx.n_attn_v)) type = DType::Q6_K;
@@ -106,9 +107,9 @@ Result<std::optional<DType>> choose_type(QuantType t, const std::string& name, i
   } else if (contains(name, "ffn_down")) {
     int layer = i_ffn_down;
     if (ctx.n_expert > 1) {
-      if (std::sscanf(name.c_str(), "blk.%d.", &layer) != 1) {
-        return make_error("quantize: cannot determine the layer of tensor '{}'", name);
-      }
+      const auto parsed = gguf::names::parse_layer_tensor(name);
+      if (!parsed) return make_error("quantize: cannot determine the layer of tensor '{}'", name);
+      layer = parsed->layer;
       if (layer < 0 || layer >= ctx.n_layer) {
         return make_error("quantize: tensor '{}' has layer {}, outside [0, {})", name, layer, ctx.n_layer);
       }
@@ -140,7 +141,7 @@ Result<TypeContext> type_context(const gguf::File& file) {
   TypeContext ctx;
   ctx.n_layer = static_cast<int32_t>(n_layer);
   ctx.n_expert = static_cast<int32_t>(n_expert);
-  ctx.has_output = file.find_tensor("output.weight") != nullptr;
+  ctx.has_output = file.find_tensor(std::string(names::kOutput)) != nullptr;
   for (const auto& t : file.tensors()) {
     if (contains(t.name, "attn_v.weight") || contains(t.name, "attn_qkv.weight")) ++ctx.n_attn_v;
   }
@@ -169,7 +170,7 @@ std::vector<size_t> llama_order(const gguf::File& file) {
   std::vector<int> layer_of(count, -1);
   for (size_t i = 0; i < count; ++i) {
     order[i] = i;
-    std::sscanf(file.tensors()[i].name.c_str(), "blk.%d.", &layer_of[i]);
+    if (const auto parsed = gguf::names::parse_layer_tensor(file.tensors()[i].name)) layer_of[i] = parsed->layer;
   }
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if (layer_of[a] != layer_of[b]) return layer_of[a] < layer_of[b];

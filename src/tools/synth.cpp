@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "gguf/gguf.h"
+#include "gguf/names.h"
 #include "model/architecture.h"
 #include "text/builtin_vocab.h"
 
@@ -63,9 +64,9 @@ Init init_for(const std::string& name, int64_t fan_in) {
   if (ends_with(name, ".ssm_a")) return {0, 0, true};
   if (has("ssm_conv1d")) return {0.0, 0.3};
   if (ends_with(name, ".bias")) return {0.0, 0.02};
-  if (name == "token_embd.weight") return {0.0, 1.0};
+  if (name == gguf::names::tensor::kTokenEmbd) return {0.0, 1.0};
   double gain = 1.0;
-  if (name == "output.weight") gain = 4.0;
+  if (name == gguf::names::tensor::kOutput) gain = 4.0;
   if (has("attn_output") || has("ffn_down") || has("ssm_out")) gain = 0.5;
   if (has("ffn_gate_inp_shexp")) {
     gain = 1.5;
@@ -239,7 +240,7 @@ Status write_synth_model(const SynthSpec& s, const std::string& path, const std:
   std::vector<TensorDecl> decls = arch->declare(hp);
   // Optional tensors are left out (untied head included, as most real models have one).
   std::erase_if(decls, [&](const TensorDecl& d) {
-    return !d.required && (d.name != "output.weight" || s.tied_output);
+    return !d.required && (d.name != gguf::names::tensor::kOutput || s.tied_output);
   });
   for (size_t i = 0; i < decls.size(); ++i) {
     const TensorDecl& d = decls[i];
