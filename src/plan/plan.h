@@ -38,7 +38,6 @@ struct Node {
   uint64_t memory_usable = kUnlimited;  // what the plan may fill: memory available under the node's limit
   uint64_t memory_limit = kUnlimited;   // the limit itself (cgroup or physical memory), for display
   int32_t threads = 1;
-  bool is_local() const { return endpoint.empty(); }
 };
 
 // Weights, KV cache, recurrent state and scratch of one node, sized by model::stage_bytes (the
