@@ -279,6 +279,8 @@ Status WorkerService::forward_onward(grpc::ServerContext& ctx, Session& session,
   head.set_want_logits(req.want_logits());
   head.set_top_k(req.top_k());
   const std::string_view bytes(reinterpret_cast<const char*>(hidden.data()), hidden.size() * sizeof(float));
+  const auto retry_deadline = std::min(ctx.deadline() - std::chrono::milliseconds(1000),
+                                       std::chrono::system_clock::now() + std::chrono::milliseconds(2500));
   auto call = [&](bool wait_for_ready) {
     auto client = grpc::ClientContext::FromServerContext(ctx);
     const auto& md = ctx.client_metadata();
@@ -286,14 +288,15 @@ Status WorkerService::forward_onward(grpc::ServerContext& ctx, Session& session,
       client->AddMetadata("authorization", std::string(it->second.data(), it->second.size()));
     }
     if (wait_for_ready) {
-      // A next worker that just restarted: give the channel one reconnect, within the caller's deadline.
+      // A next worker that just restarted: give the channel one reconnect, ending well before the
+      // caller's deadline so that the caller still hears which worker is gone.
       client->set_wait_for_ready(true);
-      client->set_deadline(std::min(ctx.deadline(), std::chrono::system_clock::now() + std::chrono::milliseconds(2500)));
+      client->set_deadline(retry_deadline);
     }
     return send_forward(*stub, *client, head, bytes, reply);
   };
   Status s = call(false);
-  if (s.error_code() == StatusCode::UNAVAILABLE) s = call(true);
+  if (s.error_code() == StatusCode::UNAVAILABLE && retry_deadline > std::chrono::system_clock::now()) s = call(true);
   if (!s.ok()) return {s.error_code(), "stage on " + next.endpoint() + ": " + s.error_message()};
   return Status::OK;
 }
