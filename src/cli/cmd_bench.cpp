@@ -8,6 +8,7 @@
 
 #include "base/system.h"
 #include "cli/common.h"
+#include "gguf/names.h"
 #include "runtime/bench.h"
 
 namespace strata::cli {
@@ -51,7 +52,9 @@ Command add_bench(CLI::App& app) {
     uint64_t model_size = 0;
     for (const auto& t : m.all_infos()) model_size += t.nbytes;
     const uint64_t per_token = runtime::bytes_read_per_token(m);
-    const std::string type = m.file().has("general.file_type") ? fmt::format("file_type {}", m.file().get_int("general.file_type").ok() ? *m.file().get_int("general.file_type") : -1) : "?";
+    const std::string key(gguf::names::kFileType);
+    const auto file_type = m.file().get_int(key);
+    const std::string type = m.file().has(key) ? fmt::format("file_type {}", file_type.ok() ? *file_type : -1) : "?";
     double bandwidth = 0;
     if (f->roofline) bandwidth = runtime::measure_read_bandwidth(e.n_threads());
     const std::string nodes = fmt::format("{}", e.plan().nodes.size());

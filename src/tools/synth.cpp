@@ -10,6 +10,7 @@
 #include "text/builtin_vocab.h"
 
 namespace strata::tools {
+namespace names = gguf::names;
 
 // The architecture's own declarations decide which tensors a synthetic model has.
 using model::ArchTraits;
@@ -64,9 +65,9 @@ Init init_for(const std::string& name, int64_t fan_in) {
   if (ends_with(name, ".ssm_a")) return {0, 0, true};
   if (has("ssm_conv1d")) return {0.0, 0.3};
   if (ends_with(name, ".bias")) return {0.0, 0.02};
-  if (name == gguf::names::tensor::kTokenEmbd) return {0.0, 1.0};
+  if (name == names::tensor::kTokenEmbd) return {0.0, 1.0};
   double gain = 1.0;
-  if (name == gguf::names::tensor::kOutput) gain = 4.0;
+  if (name == names::tensor::kOutput) gain = 4.0;
   if (has("attn_output") || has("ffn_down") || has("ssm_out")) gain = 0.5;
   if (has("ffn_gate_inp_shexp")) {
     gain = 1.5;
@@ -114,39 +115,39 @@ HParams synth_hparams(const SynthSpec& s, const ArchTraits& traits, int32_t n_vo
 }
 
 void write_keys(gguf::Writer& w, const SynthSpec& s, const ArchTraits& traits, const HParams& hp) {
-  const std::string p = s.arch + ".";
-  w.set_string("general.architecture", s.arch);
-  w.set_string("general.name", "strata synth " + s.arch);
-  w.set_string("general.description", "random weights, seed " + std::to_string(s.seed));
-  w.set_u32("general.file_type", s.type == DType::F16 ? 1 : 0);
-  w.set_u32(p + "block_count", s.n_layer);
-  w.set_u32(p + "embedding_length", s.n_embd);
-  w.set_u32(p + "context_length", s.n_ctx);
-  w.set_u32(p + "feed_forward_length", s.n_ff);
-  w.set_u32(p + "attention.head_count", s.n_head);
-  w.set_u32(p + "attention.head_count_kv", s.n_head_kv);
-  w.set_u32(p + "attention.key_length", hp.head_dim_k);
-  w.set_u32(p + "attention.value_length", hp.head_dim_v);
-  w.set_u32(p + "rope.dimension_count", hp.n_rot);
-  w.set_f32(p + "rope.freq_base", s.rope_base);
-  w.set_f32(p + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  auto hkey = [&](std::string_view key) { return names::arch_key(s.arch, key); };
+  w.set_string(std::string(names::kArchitecture), s.arch);
+  w.set_string(std::string(names::kName), "strata synth " + s.arch);
+  w.set_string(std::string(names::kDescription), "random weights, seed " + std::to_string(s.seed));
+  w.set_u32(std::string(names::kFileType), s.type == DType::F16 ? 1 : 0);
+  w.set_u32(hkey(names::hparam::kBlockCount), s.n_layer);
+  w.set_u32(hkey(names::hparam::kEmbeddingLength), s.n_embd);
+  w.set_u32(hkey(names::hparam::kContextLength), s.n_ctx);
+  w.set_u32(hkey(names::hparam::kFeedForwardLength), s.n_ff);
+  w.set_u32(hkey(names::hparam::kHeadCount), s.n_head);
+  w.set_u32(hkey(names::hparam::kHeadCountKv), s.n_head_kv);
+  w.set_u32(hkey(names::hparam::kKeyLength), hp.head_dim_k);
+  w.set_u32(hkey(names::hparam::kValueLength), hp.head_dim_v);
+  w.set_u32(hkey(names::hparam::kRopeDimensionCount), hp.n_rot);
+  w.set_f32(hkey(names::hparam::kRopeFreqBase), s.rope_base);
+  w.set_f32(hkey(names::hparam::kRmsEpsilon), s.rms_eps);
   if (traits.rope == RopeType::IMrope) {
-    w.set_i32_array(p + "rope.dimension_sections", {hp.rope_sections[0], hp.rope_sections[1], hp.rope_sections[2],
+    w.set_i32_array(hkey(names::hparam::kRopeDimensionSections), {hp.rope_sections[0], hp.rope_sections[1], hp.rope_sections[2],
                                                     hp.rope_sections[3]});
   }
   if (traits.moe) {
-    w.set_u32(p + "expert_count", hp.n_expert);
-    w.set_u32(p + "expert_used_count", hp.n_expert_used);
-    w.set_u32(p + "expert_feed_forward_length", hp.n_ff_expert);
+    w.set_u32(hkey(names::hparam::kExpertCount), hp.n_expert);
+    w.set_u32(hkey(names::hparam::kExpertUsedCount), hp.n_expert_used);
+    w.set_u32(hkey(names::hparam::kExpertFeedForwardLength), hp.n_ff_expert);
   }
-  if (traits.shared_expert) w.set_u32(p + "expert_shared_feed_forward_length", hp.n_ff_shared_expert);
+  if (traits.shared_expert) w.set_u32(hkey(names::hparam::kExpertSharedFeedForwardLength), hp.n_ff_shared_expert);
   if (traits.hybrid) {
-    w.set_u32(p + "ssm.conv_kernel", hp.ssm_conv_kernel);
-    w.set_u32(p + "ssm.state_size", hp.ssm_state_size);
-    w.set_u32(p + "ssm.group_count", hp.ssm_n_k_heads);
-    w.set_u32(p + "ssm.time_step_rank", hp.ssm_n_v_heads);
-    w.set_u32(p + "ssm.inner_size", hp.ssm_inner_size);
-    w.set_u32(p + "full_attention_interval", hp.full_attention_interval);
+    w.set_u32(hkey(names::hparam::kSsmConvKernel), hp.ssm_conv_kernel);
+    w.set_u32(hkey(names::hparam::kSsmStateSize), hp.ssm_state_size);
+    w.set_u32(hkey(names::hparam::kSsmGroupCount), hp.ssm_n_k_heads);
+    w.set_u32(hkey(names::hparam::kSsmTimeStepRank), hp.ssm_n_v_heads);
+    w.set_u32(hkey(names::hparam::kSsmInnerSize), hp.ssm_inner_size);
+    w.set_u32(hkey(names::hparam::kFullAttentionInterval), hp.full_attention_interval);
   }
 }
 
@@ -227,20 +228,20 @@ Status write_synth_model(const SynthSpec& s, const std::string& path, const std:
 
   gguf::Writer w;
   write_keys(w, s, traits, hp);
-  w.set_string("tokenizer.ggml.model", "llama");
-  w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
-  w.set_f32_array("tokenizer.ggml.scores", vocab.scores);
-  w.set_i32_array("tokenizer.ggml.token_type", vocab.types);
-  w.set_u32("tokenizer.ggml.bos_token_id", vocab.bos);
-  w.set_u32("tokenizer.ggml.eos_token_id", vocab.eos);
-  w.set_u32("tokenizer.ggml.unknown_token_id", vocab.unk);
-  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  w.set_string(std::string(names::tokenizer::kModel), "llama");
+  w.set_string_array(std::string(names::tokenizer::kTokens), vocab.tokens);
+  w.set_f32_array(std::string(names::tokenizer::kScores), vocab.scores);
+  w.set_i32_array(std::string(names::tokenizer::kTokenType), vocab.types);
+  w.set_u32(std::string(names::tokenizer::kBosId), vocab.bos);
+  w.set_u32(std::string(names::tokenizer::kEosId), vocab.eos);
+  w.set_u32(std::string(names::tokenizer::kUnknownId), vocab.unk);
+  w.set_bool(std::string(names::tokenizer::kAddBos), true);
 
   const model::Architecture* arch = model::find_architecture(s.arch);
   std::vector<TensorDecl> decls = arch->declare(hp);
   // Optional tensors are left out (untied head included, as most real models have one).
   std::erase_if(decls, [&](const TensorDecl& d) {
-    return !d.required && (d.name != gguf::names::tensor::kOutput || s.tied_output);
+    return !d.required && (d.name != names::tensor::kOutput || s.tied_output);
   });
   for (size_t i = 0; i < decls.size(); ++i) {
     const TensorDecl& d = decls[i];
