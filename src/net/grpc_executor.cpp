@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <mutex>
+#include <optional>
 
 #include "net/candidates.h"
 #include "net/model_identity.h"
@@ -13,22 +13,29 @@
 namespace strata::net {
 namespace {
 
-// The model's identity, computed once per file however many workers load from it.
+// The model's identity (hash and metadata image), computed once for all the workers one connector
+// opens: one engine, one model file.
 struct Identity {
   std::string sha256;
   std::vector<uint8_t> metadata;
 };
-Result<Identity> identity_of(const exec::StageLoad& load) {
-  static std::mutex mu;
-  static std::map<std::string, Identity> known;
-  std::lock_guard lock(mu);
-  if (auto it = known.find(load.model_path); it != known.end()) return it->second;
-  Identity id;
-  STRATA_ASSIGN(id.sha256, file_sha256(load.model_path, default_cache_dir()));
-  STRATA_ASSIGN(id.metadata, metadata_image(load.model->file()));
-  known[load.model_path] = id;
-  return id;
-}
+class IdentityOnce {
+ public:
+  Result<Identity> of(const exec::StageLoad& load) {
+    std::lock_guard lock(mu_);
+    if (!known_) {
+      Identity id;
+      STRATA_ASSIGN(id.sha256, file_sha256(load.model_path, default_cache_dir()));
+      STRATA_ASSIGN(id.metadata, metadata_image(load.model->file()));
+      known_ = std::move(id);
+    }
+    return *known_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::optional<Identity> known_;
+};
 
 v1::SeqOpRequest::Op to_proto(exec::SeqOp op) {
   switch (op) {
@@ -41,7 +48,8 @@ v1::SeqOpRequest::Op to_proto(exec::SeqOp op) {
 
 class GrpcExecutor final : public exec::StageExecutor {
  public:
-  explicit GrpcExecutor(std::unique_ptr<RemoteNode> link) : link_(std::move(link)) {}
+  GrpcExecutor(std::unique_ptr<RemoteNode> link, std::shared_ptr<IdentityOnce> identity)
+      : link_(std::move(link)), identity_(std::move(identity)) {}
 
   const std::string& name() const override { return link_->endpoint(); }
   Result<exec::NodeFacts> hello() override { return link_->hello(); }
@@ -50,7 +58,7 @@ class GrpcExecutor final : public exec::StageExecutor {
   // same stage while the heartbeat may be pinging with its session.
   Result<uint64_t> load(const exec::StageLoad& load, const exec::ProgressFn& progress) override {
     if (spec_.session().empty()) {
-      STRATA_ASSIGN(Identity id, identity_of(load));
+      STRATA_ASSIGN(Identity id, identity_->of(load));
       spec_ = to_stage_spec(*load.model, load.stage, load.session, id.sha256, id.metadata, load.forward_to);
       n_embd_ = load.model->hparams().n_embd;
       n_vocab_ = load.model->hparams().n_vocab;
@@ -79,6 +87,7 @@ class GrpcExecutor final : public exec::StageExecutor {
                                          const std::string& last) const;
 
   std::unique_ptr<RemoteNode> link_;
+  std::shared_ptr<IdentityOnce> identity_;
   v1::StageSpec spec_;
   int64_t n_embd_ = 0;
   int32_t n_vocab_ = 0;
@@ -137,14 +146,12 @@ Result<std::vector<float>> GrpcExecutor::take_logits(const v1::ForwardReply& rep
 
 }  // namespace
 
-Result<std::unique_ptr<exec::StageExecutor>> connect_grpc_worker(const std::string& endpoint,
-                                                                 const LinkSecurity& security, int32_t timeout_ms) {
-  STRATA_ASSIGN(std::unique_ptr<RemoteNode> link, RemoteNode::connect(endpoint, security, timeout_ms));
-  return std::unique_ptr<exec::StageExecutor>(new GrpcExecutor(std::move(link)));
-}
-
 exec::Connector grpc_connector(const LinkSecurity& security, int32_t timeout_ms) {
-  return [security, timeout_ms](const std::string& endpoint) { return connect_grpc_worker(endpoint, security, timeout_ms); };
+  auto identity = std::make_shared<IdentityOnce>();
+  return [security, timeout_ms, identity](const std::string& endpoint) -> Result<std::unique_ptr<exec::StageExecutor>> {
+    STRATA_ASSIGN(std::unique_ptr<RemoteNode> link, RemoteNode::connect(endpoint, security, timeout_ms));
+    return std::unique_ptr<exec::StageExecutor>(new GrpcExecutor(std::move(link), identity));
+  };
 }
 
 }  // namespace strata::net

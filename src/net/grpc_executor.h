@@ -10,10 +10,8 @@
 
 namespace strata::net {
 
-// Connects (lazily: the first call dials) to the worker at host:port; every call has `timeout_ms`.
-Result<std::unique_ptr<exec::StageExecutor>> connect_grpc_worker(const std::string& endpoint,
-                                                                 const LinkSecurity& security, int32_t timeout_ms);
-// The same, as the engine's connector.
+// Opens workers at host:port (lazily: the first call dials); every call has `timeout_ms`. The workers
+// one connector opens share the model's hash and metadata image, computed once.
 exec::Connector grpc_connector(const LinkSecurity& security, int32_t timeout_ms);
 
 }  // namespace strata::net

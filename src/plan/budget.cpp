@@ -87,13 +87,15 @@ std::vector<model::StageConfig> node_stages(const model::Model& model, const std
   return stages;
 }
 
+std::vector<NodeBytes> node_bytes(const model::Model& model, const std::vector<model::StageConfig>& stages) {
+  std::vector<NodeBytes> bytes;
+  for (const model::StageConfig& s : stages) bytes.push_back(model::stage_bytes(model, s));
+  return bytes;
+}
+
 std::vector<NodeBytes> node_bytes(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
                                   const std::vector<int32_t>& owner) {
-  std::vector<NodeBytes> bytes;
-  for (const model::StageConfig& s : node_stages(model, nodes, request, owner)) {
-    bytes.push_back(model::stage_bytes(model, s));
-  }
-  return bytes;
+  return node_bytes(model, node_stages(model, nodes, request, owner));
 }
 
 Status check_budget(const model::Model& model, const std::vector<Node>& nodes, const Request& request,

@@ -86,6 +86,8 @@ Result<Resolution> resolve_layers(const model::Model& model, const std::vector<N
 // Per node, its stage when layers 0..n_layer are owned per `owner` (the output layer last).
 std::vector<model::StageConfig> node_stages(const model::Model& model, const std::vector<Node>& nodes,
                                            const Request& request, const std::vector<int32_t>& owner);
+// What each of these stages needs (model::stage_bytes).
+std::vector<NodeBytes> node_bytes(const model::Model& model, const std::vector<model::StageConfig>& stages);
 // What each node needs when layers 0..n_layer are owned per `owner` (the output layer last).
 std::vector<NodeBytes> node_bytes(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
                                   const std::vector<int32_t>& owner);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "gguf/names.h"
 #include "plan/internal.h"
 #include "plan/plan.h"
 
@@ -85,11 +86,17 @@ Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes
     p.tensor_home[t.decl.name] = t.decl.layer < 0 ? p.input_node : owner[std::min(t.decl.layer, n_layer)];
   }
   p.node_stages = detail::node_stages(model, nodes, request, owner);
-  for (const model::StageConfig& s : p.node_stages) p.bytes.push_back(model::stage_bytes(model, s));
+  p.bytes = detail::node_bytes(model, p.node_stages);
 
   p.decisions.push_back(flags->decision);
   for (Decision& d : res->decisions) p.decisions.push_back(std::move(d));
-  if (!model.has_output_weight() && p.output_node != p.input_node) {
+  // The plan says who holds token_embd; a node other than the coordinator holding it is the tied
+  // head's copy.
+  const auto& head_tensors = p.tensors_on(p.output_node);
+  const bool head_copy = p.output_node != p.input_node &&
+                         std::find(head_tensors.begin(), head_tensors.end(), gguf::names::tensor::kTokenEmbd) !=
+                             head_tensors.end();
+  if (head_copy) {
     Decision d;
     d.kind = Decision::Kind::kTiedHeadCopy;
     d.layers = {n_layer};

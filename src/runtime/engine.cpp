@@ -90,12 +90,11 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
     for (const std::string& d : e->plan_.decision_texts()) spdlog::info("plan: {}", d);
   }
 
-  // Every node loads the stage the plan gives it; the coordinator's runs on n_threads.
+  // Every node loads the stage the plan gives it.
   const std::string session = random_session_id();
   for (int32_t n = 0; n < static_cast<int32_t>(e->nodes_.size()); ++n) {
     e->stage_loads_.push_back(exec::stage_load(e->plan_, n, e->model_, options.model_path, session));
   }
-  e->stage_loads_[0].stage.n_threads = n_threads;
   for (int32_t n = 0; n < static_cast<int32_t>(e->nodes_.size()); ++n) STRATA_TRY(e->load_node(n));
 
   e->build_hops();
