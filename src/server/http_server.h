@@ -15,6 +15,21 @@ struct ServerOptions {
   bool warmup = true;
   int32_t http_threads = 32;  // each open client connection holds one
   std::string ready_file;    // written with "host:port" once ready (tests, scripts)
+
+  // Prompt cache (llama-server's flags): a slot keeps its tokens and caches after a request.
+  bool cache_prompt = true;        // the default of a request's cache_prompt field
+  int32_t ctx_checkpoints = 8;     // --ctx-checkpoints: recurrent-state checkpoints kept per slot
+  int64_t cache_ram_mib = 8192;    // --cache-ram: host memory for evicted prefixes (0: off)
+  int32_t n_predict = -1;          // -n: a request's max_tokens when it sets none (-1: no limit)
+
+  // Chat: template choice, reasoning and the endpoints llama-server can switch off.
+  std::string chat_template;         // --chat-template: a built-in name or the template text itself
+  std::string chat_template_file;    // --chat-template-file
+  std::string chat_template_kwargs;  // --chat-template-kwargs: a JSON object passed to the template
+  std::string reasoning_format = "auto";  // --reasoning-format none|deepseek|auto
+  int32_t reasoning_budget = -1;     // --reasoning-budget: -1 unrestricted, 0 no thinking
+  bool metrics = true;               // --metrics (served by default here)
+  bool slots = true;                 // --slots / --no-slots: GET /slots
 };
 
 // Opens the port (serving /health as 503 while loading), loads the engine, warms every stage up,
