@@ -85,6 +85,17 @@ std::optional<ApiError> check_prompt_size(const text::Vocab& vocab, const std::s
   return e;
 }
 
+// Where the conversation so far ends in the prompt's tokens (the generation prompt follows): the
+// tokens `conversation` (the chat rendered without a generation prompt) has in common with it. -1
+// without one. The next turn re-renders this one, so a checkpoint there lets it resume.
+int32_t cache_boundary(const text::Vocab& vocab, const std::vector<text::Token>& prompt, const std::string& conversation) {
+  if (conversation.empty()) return -1;
+  const std::vector<text::Token> tokens = vocab.tokenize(conversation, true, true);
+  size_t n = 0;
+  while (n < tokens.size() && n < prompt.size() && tokens[n] == prompt[n]) ++n;
+  return static_cast<int32_t>(n);
+}
+
 // Prompts over 1 MiB are tokenized one at a time.
 class BigPromptTurn {
  public:
@@ -165,6 +176,7 @@ class Api {
       return send_error(res, e);
     }
     std::string prompt_text = req.prompt;
+    std::string conversation_text;  // the chat without its generation prompt: the cache boundary
     if (chat) {
       text::ChatRenderOptions o;
       o.add_generation_prompt = true;
@@ -177,6 +189,10 @@ class Api {
         return send_error(res, e);
       }
       prompt_text = std::move(*rendered);
+      if (r->engine->needs_checkpoints()) {
+        o.add_generation_prompt = false;
+        if (auto without = r->chat_template.render(req.messages, o); without.ok()) conversation_text = std::move(*without);
+      }
     }
     if (auto e = check_prompt_size(r->engine->vocab(), prompt_text, r->engine->n_ctx_per_seq())) return send_error(res, *e);
     {
@@ -191,7 +207,10 @@ class Api {
       }
       req.generation.prompt = r->engine->vocab().tokenize(prompt_text, true, true);
     }
-    auto submitted = r->scheduler->submit(req.generation);
+    CacheHints hints;
+    hints.cache_prompt = req.cache_prompt.value_or(options_.cache_prompt);
+    hints.boundary = cache_boundary(r->engine->vocab(), req.generation.prompt, conversation_text);
+    auto submitted = r->scheduler->submit(req.generation, hints);
     if (!submitted.ok()) {
       ApiError e = api_error(submitted.error().code, submitted.error().message, 400);
       if (submitted.error().code == ErrorCode::kOutOfRange) e.code = "context_length_exceeded";
@@ -218,8 +237,10 @@ class Api {
           return send_error(res, api_error(c.error_code, c.error, 500));
         }
         metrics_.request_finished(job->n_prompt(), job->n_generated());
-        return send_json(res, 200, completion_response(req, id, r->model_id, text, logprobs, c.finish_reason,
-                                                       job->n_prompt(), job->n_generated()));
+        json body = completion_response(req, id, r->model_id, text, logprobs, c.finish_reason, job->n_prompt(),
+                                        job->n_generated(), job->n_cached());
+        body["timings"] = timings_json(*job);
+        return send_json(res, 200, body);
       }
     }
     res.set_header("Cache-Control", "no-cache");
@@ -252,7 +273,8 @@ class Api {
             if (req.include_usage) {
               json usage = stream_chunk(req, id, model, "", {}, std::nullopt, false);
               usage["choices"] = json::array();
-              usage["usage"] = usage_json(job->n_prompt(), job->n_generated());
+              usage["usage"] = usage_json(job->n_prompt(), job->n_generated(), job->n_cached());
+              usage["timings"] = timings_json(*job);
               tail += sse(usage);
             }
             tail += "data: [DONE]\n\n";
@@ -333,6 +355,24 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
     if (!r) return;
     send_json(res, 200, cluster_json(*r->engine, *r->scheduler, r->model_id));
   };
+  http.Get("/slots", [&](const httplib::Request& req, httplib::Response& res) {
+    if (!api.authorized(req, res)) return;
+    Ready* r = api.require_ready(res);
+    if (!r) return;
+    if (!options.slots) {
+      ApiError e;
+      e.status = 501;
+      e.type = "not_supported_error";
+      e.message = "this server has the slots endpoint switched off (--no-slots)";
+      return send_error(res, e);
+    }
+    json out = json::array();
+    for (const SlotInfo& s : r->scheduler->slots()) {
+      out.push_back({{"id", s.id}, {"n_ctx", r->engine->n_ctx_per_seq()}, {"is_processing", s.is_processing},
+                     {"n_cached_tokens", s.n_cached_tokens}, {"checkpoints", s.checkpoints}});
+    }
+    send_json(res, 200, out);
+  });
   http.Get("/props", cluster);
   http.Get("/v1/cluster", cluster);
   http.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) { api.completions(req, res, true); });
@@ -347,7 +387,9 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   spdlog::info("server: listening on http://{}:{} (health 503 until the model is ready)", options.host, port);
 
   auto stop_http = [&] { http.stop(); };
-  auto engine = runtime::Engine::load(engine_options);
+  runtime::EngineOptions planned = engine_options;
+  planned.n_checkpoints = options.ctx_checkpoints;  // kept by every node for its recurrent layers
+  auto engine = runtime::Engine::load(planned);
   if (!engine.ok()) {
     stop_http();
     return make_error("loading failed: {}", engine.error().message);

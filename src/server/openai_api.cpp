@@ -249,6 +249,11 @@ std::optional<ApiError> parse_request(const std::string& body, bool chat, Parsed
   s.seed = seed < 0 ? sampling::kRandomSeed : static_cast<uint32_t>(seed);
   if (auto e = parse_stop(j, g.stop)) return e;
   if (auto e = boolean(j, "ignore_eos", g.ignore_eos)) return e;
+  if (j.contains("cache_prompt") && !j["cache_prompt"].is_null()) {
+    bool cache = true;
+    if (auto e = boolean(j, "cache_prompt", cache)) return e;
+    r.cache_prompt = cache;
+  }
   if (chat) {
     bool logprobs = false;
     if (auto e = boolean(j, "logprobs", logprobs)) return e;
@@ -266,13 +271,31 @@ std::optional<ApiError> parse_request(const std::string& body, bool chat, Parsed
   return std::nullopt;
 }
 
-json usage_json(int32_t n_prompt, int32_t n_completion) {
-  return {{"prompt_tokens", n_prompt}, {"completion_tokens", n_completion}, {"total_tokens", n_prompt + n_completion}};
+json usage_json(int32_t n_prompt, int32_t n_completion, int32_t n_cached) {
+  return {{"prompt_tokens", n_prompt},
+          {"completion_tokens", n_completion},
+          {"total_tokens", n_prompt + n_completion},
+          {"prompt_tokens_details", {{"cached_tokens", n_cached}}}};
+}
+
+json timings_json(const Request& r) {
+  const int32_t computed = r.n_prompt() - r.n_cached();
+  const double prompt_ms = r.prompt_ms(), predicted_ms = r.predicted_ms();
+  // The first token closes the prompt's time; the others are the generation's.
+  const int32_t predicted = std::max(0, r.n_generated() - 1);
+  return {{"cache_n", r.n_cached()},
+          {"prompt_n", computed},
+          {"prompt_ms", prompt_ms},
+          {"prompt_per_second", prompt_ms > 0 ? computed * 1000.0 / prompt_ms : 0.0},
+          {"predicted_n", r.n_generated()},
+          {"predicted_ms", predicted_ms},
+          {"predicted_per_second", predicted_ms > 0 ? predicted * 1000.0 / predicted_ms : 0.0}};
 }
 
 json completion_response(const ParsedRequest& req, const std::string& id, const std::string& model,
                          const std::string& text, const std::vector<TokenLogprob>& logprobs,
-                         const std::string& finish_reason, int32_t n_prompt, int32_t n_completion) {
+                         const std::string& finish_reason, int32_t n_prompt, int32_t n_completion,
+                         int32_t n_cached) {
   json choice = {{"index", 0}, {"finish_reason", finish_reason},
                  {"logprobs", req.generation.top_logprobs >= 0 ? logprobs_json(req.chat, logprobs) : json(nullptr)}};
   if (req.chat) {
@@ -281,7 +304,7 @@ json completion_response(const ParsedRequest& req, const std::string& id, const 
     choice["text"] = text;
   }
   return {{"id", id}, {"object", req.chat ? "chat.completion" : "text_completion"}, {"created", std::time(nullptr)},
-          {"model", model}, {"choices", json::array({choice})}, {"usage", usage_json(n_prompt, n_completion)}};
+          {"model", model}, {"choices", json::array({choice})}, {"usage", usage_json(n_prompt, n_completion, n_cached)}};
 }
 
 json stream_chunk(const ParsedRequest& req, const std::string& id, const std::string& model, const std::string& text,

@@ -32,6 +32,7 @@ struct ParsedRequest {
   bool enable_thinking = true;
   bool stream = false;
   bool include_usage = false;
+  std::optional<bool> cache_prompt;  // llama-server's field; unset: the server's --cache-prompt default
   GenerationParams generation;  // prompt tokens are filled in later, after templating
 };
 
@@ -45,10 +46,14 @@ std::optional<ApiError> parse_request(const std::string& body, bool chat, Parsed
 // Response bodies.
 nlohmann::json completion_response(const ParsedRequest& req, const std::string& id, const std::string& model,
                                    const std::string& text, const std::vector<TokenLogprob>& logprobs,
-                                   const std::string& finish_reason, int32_t n_prompt, int32_t n_completion);
+                                   const std::string& finish_reason, int32_t n_prompt, int32_t n_completion,
+                                   int32_t n_cached = 0);
 nlohmann::json stream_chunk(const ParsedRequest& req, const std::string& id, const std::string& model,
                             const std::string& text, const std::vector<TokenLogprob>& logprobs,
                             const std::optional<std::string>& finish_reason, bool first);
-nlohmann::json usage_json(int32_t n_prompt, int32_t n_completion);
+// OpenAI's usage, with prompt_tokens_details.cached_tokens: the prompt tokens the slot's cache held.
+nlohmann::json usage_json(int32_t n_prompt, int32_t n_completion, int32_t n_cached = 0);
+// llama-server's "timings" of a finished request.
+nlohmann::json timings_json(const Request& request);
 
 }  // namespace strata::server
