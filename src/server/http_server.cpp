@@ -85,17 +85,6 @@ std::optional<ApiError> check_prompt_size(const text::Vocab& vocab, const std::s
   return e;
 }
 
-// Where the conversation so far ends in the prompt's tokens (the generation prompt follows): the
-// tokens `conversation` (the chat rendered without a generation prompt) has in common with it. -1
-// without one. The next turn re-renders this one, so a checkpoint there lets it resume.
-int32_t cache_boundary(const text::Vocab& vocab, const std::vector<text::Token>& prompt, const std::string& conversation) {
-  if (conversation.empty()) return -1;
-  const std::vector<text::Token> tokens = vocab.tokenize(conversation, true, true);
-  size_t n = 0;
-  while (n < tokens.size() && n < prompt.size() && tokens[n] == prompt[n]) ++n;
-  return static_cast<int32_t>(n);
-}
-
 // Prompts over 1 MiB are tokenized one at a time.
 class BigPromptTurn {
  public:
