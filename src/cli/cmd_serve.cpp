@@ -7,6 +7,7 @@
 
 #include "cli/common.h"
 #include "server/http_server.h"
+#include "server/openai_api.h"
 #include "text/chat_template.h"
 
 namespace strata::cli {
@@ -14,7 +15,7 @@ namespace {
 
 constexpr size_t kMaxTemplateBytes = 1 << 20;
 constexpr size_t kMaxKwargsBytes = 64 << 10;
-constexpr int kMaxKwargsDepth = 32;
+constexpr size_t kMaxKwargsDepth = 32;
 
 struct ServeFlags {
   ModelFlags model;
@@ -27,29 +28,9 @@ struct ServeFlags {
   std::vector<std::pair<CLI::Option*, std::function<std::string()>>> notices;
 };
 
-// The nesting depth of a JSON text, counted before parsing so a hostile one cannot go deep.
-int json_depth(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 Status check_kwargs(const std::string& text) {
   if (text.size() > kMaxKwargsBytes) return make_error("--chat-template-kwargs: {} bytes, at most {}", text.size(), kMaxKwargsBytes);
-  if (json_depth(text) > kMaxKwargsDepth) return make_error("--chat-template-kwargs: nested deeper than {}", kMaxKwargsDepth);
+  if (server::json_nesting_depth(text) > kMaxKwargsDepth) return make_error("--chat-template-kwargs: nested deeper than {}", kMaxKwargsDepth);
   const auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded()) return make_error("--chat-template-kwargs: not valid JSON: {}", text);
   if (!j.is_object()) return make_error("--chat-template-kwargs: must be a JSON object like {{\"enable_thinking\": false}}");
