@@ -23,6 +23,7 @@ struct ServeFlags {
   bool no_warmup = false;
   bool jinja = false, no_jinja = false;
   int32_t cache_reuse = 0;
+  sampling::Params sampling;  // llama-server's defaults for requests; requests set their own here
   bool cont_batching = false, no_cont_batching = false;
   // Flags accepted without effect, with their notice (printed at startup).
   std::vector<std::pair<CLI::Option*, std::function<std::string()>>> notices;
@@ -126,6 +127,13 @@ Command add_serve(CLI::App& app) {
   cmd->add_flag("--slots,!--no-slots", f->server.slots, "GET /slots");
   add_chat_flags(*cmd, *f);
   add_cache_flags(*cmd, *f);
+  add_sampling_flags(*cmd, f->sampling);
+  for (const char* name : {"--temp", "--top-k", "--top-p", "--min-p", "--seed", "--repeat-penalty", "--repeat-last-n",
+                           "--frequency-penalty", "--presence-penalty"}) {
+    f->notices.emplace_back(cmd->get_option(name), [] {
+      return "server-wide sampling defaults are not implemented; each request's own fields apply (OpenAI's defaults)";
+    });
+  }
   return [f]() -> int {
     f->server.warmup = !f->no_warmup;
     if (auto s = check_serve_flags(*f); !s.ok()) return fail(s.error());

@@ -32,19 +32,18 @@ Args translate_llama_flags(int argc, char** argv) {
   return args;
 }
 
+// Edits (insert, delete, substitute, swap two neighbours) that turn a into b.
 size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   }
-  return row[b.size()];
+  return d[a.size()][b.size()];
 }
 
 // Every flag name a command accepts, spelled as on a command line (with llama.cpp's short aliases).
@@ -61,7 +60,7 @@ std::vector<std::string> flag_names(const CLI::App& cmd) {
 }
 
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& names) {
-  const size_t limit = std::clamp<size_t>(word.size() / 3, 1, 3);
+  const size_t limit = std::clamp<size_t>(word.size() / 4, 1, 3);
   std::string best;
   size_t best_distance = limit + 1;
   for (const std::string& n : names) {
