@@ -49,6 +49,7 @@ Command add_run(CLI::App& app) {
       return true;
     });
     fmt::print("\n");
+    std::fflush(stdout);  // the text ends before the speed report on a shared terminal
     if (!stats.ok()) return fail(stats.error());
     fmt::print(stderr, "prompt: {} tokens in {:.3f} s, {:.2f} tokens/s\n", stats->n_prompt, stats->prompt_seconds,
                stats->prompt_tokens_per_second());
