@@ -101,6 +101,22 @@ int unknown_argument(const CLI::App& app, const CLI::App* cmd, const Args& args,
   return 1;
 }
 
+// A value CLI11 refused ("--fit: maybe not in {on,off}"), with the command and the flag as llama.cpp
+// spells it when that is how it was typed.
+int bad_value(const CLI::App& app, const Args& args, std::string message) {
+  for (const auto& [alias, name] : llama_short_aliases()) {
+    const bool typed = std::any_of(args.typed.begin(), args.typed.end(),
+                                   [&](const std::string& a) { return a == alias || a.rfind(alias + "=", 0) == 0; });
+    if (typed && message.rfind(name + ":", 0) == 0) message = alias + "/" + message;
+  }
+  std::string where = "strata";
+  for (const CLI::App* c : app.get_subcommands({})) {
+    if (c->parsed()) where += " " + c->get_name();
+  }
+  fmt::print(stderr, "error: {}: {}; see {} --help\n", where, message, where);
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -126,8 +142,12 @@ int main(int argc, char** argv) {
   try {
     std::vector<std::string> reversed(args.translated.rbegin(), args.translated.rend());  // CLI11 takes them last first
     app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return bad_value(app, args, e.what());
   }
   CLI::App* parsed = nullptr;
   for (auto& [cmd, run] : commands) {

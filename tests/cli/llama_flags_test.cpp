@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "server/serve_process.h"
+#include "testing/golden.h"
 #include "testing/process.h"
 #include "testing/shared_data.h"
 
@@ -245,6 +246,22 @@ TEST(LlamaFlags, bad_values_are_refused_naming_the_flag) {
     EXPECT_LT(r.exit_code, 128) << c.args << " crashed";
     EXPECT_NE(r.err.find(c.error), std::string::npos) << c.args << ": " << r.err;
   }
+}
+
+// The demo's model is the shared stories260K, byte for byte, and scripts/demo.sh's run of it over two
+// local workers writes the greedy English the single-node golden output has.
+TEST(Demo, the_repositorys_model_is_stories260K_and_speaks_across_three_nodes) {
+  testing::Golden g;
+  if (!testing::load_golden("stories260K", g)) return;
+  const fs::path repo_model = fs::path(STRATA_SOURCE_DIR) / "models" / "stories260K.gguf";
+  ASSERT_TRUE(fs::exists(repo_model)) << repo_model;
+  EXPECT_EQ(testing::read_text_file(repo_model), testing::read_text_file(g.model_path));
+  const auto r = run_command(strata() + " run -m " + shell_quote(repo_model.string()) +
+                             " --local-workers 2 -ngl 99 -ts 1,1 -c 512 -n 32 --temp 0 -t 2"
+                             " -p 'Once upon a time, there was a little girl named Lily.'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("on 3 node(s)"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find(g.json["greedy_text"].get<std::string>()), std::string::npos) << r.out;
 }
 
 }  // namespace
