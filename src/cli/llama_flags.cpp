@@ -64,9 +64,9 @@ void add_device_flags(CLI::App& cmd, LlamaFlags& f) {
   f.notices.emplace_back(cmd.add_option("--poll", f.poll, "ignored: threads wait without a polling level")
                              ->group(kGroup)->check(CLI::Range(0, 100)),
                          always("threads meet at a barrier; there is no polling level to set"));
-  CLI::Option* sm = cmd.add_option("--split-mode", f.split_mode, "(-sm) layer: whole layers per node (the only mode)")
-                        ->capture_default_str()->group(kGroup)->check(CLI::IsMember({"none", "layer", "row", "tensor"}));
-  (void)sm;  // checked in apply: tensor and row are errors, not notices
+  // Checked in apply_llama_flags: the other modes are errors, not notices.
+  cmd.add_option("--split-mode", f.split_mode, "(-sm) layer: whole layers per node (the only mode)")
+      ->capture_default_str()->group(kGroup)->check(CLI::IsMember({"none", "layer", "row", "tensor"}));
 }
 
 }  // namespace

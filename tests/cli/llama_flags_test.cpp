@@ -125,6 +125,11 @@ const FlagCase kServeFlags[] = {
     {"--no-jinja", "--no-jinja has no effect here"}, {"--no-cont-batching", "-nocb/--no-cont-batching has no effect here"},
     {"-nocb", "-nocb/--no-cont-batching has no effect here"}, {"--cache-reuse 256", "--cache-reuse has no effect here"},
     {"--temp 0.7", "--temp has no effect here"}, {"--top-k 5", "--top-k has no effect here"},
+    {"--top-p 0.9", "--top-p has no effect here"}, {"--min-p 0.1", "--min-p has no effect here"},
+    {"-s 7", "--seed has no effect here"}, {"--repeat-penalty 1.1", "--repeat-penalty has no effect here"},
+    {"--repeat-last-n 32", "--repeat-last-n has no effect here"},
+    {"--frequency-penalty 0.5", "--frequency-penalty has no effect here"},
+    {"--presence-penalty 0.5", "--presence-penalty has no effect here"},
 };
 
 TEST(LlamaFlags, every_accepted_flag_parses_and_each_flag_without_effect_prints_one_notice) {
@@ -177,6 +182,13 @@ TEST(LlamaFlags, logging_flags_set_the_level_the_file_and_silence) {
   r = run_command(run + "--log-disable -lv 4");
   EXPECT_EQ(r.err.find("[info]"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("generation: 2 tokens"), std::string::npos) << "the run's own report is not a log line";
+  // stderr is a pipe here: colours only when asked for.
+  r = run_command(run + "--log-colors on");
+  EXPECT_NE(r.err.find("\x1b["), std::string::npos) << r.err;
+  for (const char* mode : {"off", "auto"}) {
+    r = run_command(run + "--log-colors " + mode);
+    EXPECT_EQ(r.err.find("\x1b["), std::string::npos) << mode << ": " << r.err;
+  }
   const fs::path file = fs::temp_directory_path() / "strata_cli_log_file_test.log";
   fs::remove(file);
   r = run_command(run + "--log-file " + shell_quote(file.string()));
