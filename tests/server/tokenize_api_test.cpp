@@ -161,6 +161,18 @@ class TokenizeRequests : public ::testing::Test {
   std::shared_ptr<const text::Vocab> vocab_;
 };
 
+// llama-server's mixed content: strings tokenized in place, ids kept, BOS only before the first part.
+TEST_F(TokenizeRequests, mixed_content_joins_strings_and_ids_in_order) {
+  json out;
+  ASSERT_FALSE(server::tokenize_request(*vocab_, R"({"content":["Once upon", 42, " a time"],"add_special":true})", out));
+  std::vector<text::Token> want = vocab_->tokenize("Once upon", true, true);
+  want.push_back(42);
+  for (text::Token t : vocab_->tokenize(" a time", false, true)) want.push_back(t);
+  EXPECT_EQ(out["tokens"].get<std::vector<text::Token>>(), want);
+  ASSERT_EQ(want.front(), vocab_->bos());
+  EXPECT_EQ(std::count(want.begin(), want.end(), vocab_->bos()), 1);
+}
+
 TEST_F(TokenizeRequests, bad_ids_types_and_bodies_are_refused_naming_the_field) {
   ASSERT_EQ(vocab_->n_tokens(), 512);
   EXPECT_EQ(error(false, R"({"tokens":[0,511]})"), "");
@@ -172,6 +184,8 @@ TEST_F(TokenizeRequests, bad_ids_types_and_bodies_are_refused_naming_the_field) 
   EXPECT_NE(error(false, R"({"tokens":99999999999999999999})").find("tokens: "), std::string::npos);
   EXPECT_NE(error(false, R"({"tokens":{"a":1}})").find("must be an array"), std::string::npos);
   EXPECT_NE(error(true, R"({"content":5})").find("content: 'content' must be a string"), std::string::npos);
+  EXPECT_NE(error(true, R"({"content":["a", 600]})").find("content[1] = 600 is out of range"), std::string::npos);
+  EXPECT_NE(error(true, R"({"content":["a", {}]})").find("content[1] is not an integer"), std::string::npos);
   EXPECT_NE(error(true, R"({"content":"a","add_special":"yes"})").find("add_special"), std::string::npos);
   EXPECT_NE(error(true, R"({"content":"a","with_pieces":1})").find("with_pieces"), std::string::npos);
   EXPECT_NE(error(true, R"({"content":"a","parse_special":[]})").find("parse_special"), std::string::npos);
