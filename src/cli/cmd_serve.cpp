@@ -25,6 +25,8 @@ struct ServeFlags {
   int32_t cache_reuse = 0;
   sampling::Params sampling;  // llama-server's defaults for requests; requests set their own here
   bool cont_batching = false, no_cont_batching = false;
+  bool kv_unified = false, no_kv_unified = false, context_shift = false, no_context_shift = false;
+  bool webui = false, no_webui = false;
   // Flags accepted without effect, with their notice (printed at startup).
   std::vector<std::pair<CLI::Option*, std::function<std::string()>>> notices;
 };
@@ -106,6 +108,22 @@ void add_cache_flags(CLI::App& cmd, ServeFlags& f) {
   });
 }
 
+// Common in pasted llama-server lines; here each is the fixed behaviour or cannot apply.
+void add_fixed_behaviour_flags(CLI::App& cmd, ServeFlags& f) {
+  const std::string per_slot = "each slot has its own -c / -np tokens of cache; a unified cache is not implemented";
+  f.notices.emplace_back(cmd.add_flag("--kv-unified", f.kv_unified, "(-kvu) ignored: per-slot caches"),
+                         [per_slot] { return per_slot; });
+  cmd.add_flag("--no-kv-unified", f.no_kv_unified, "(-no-kvu) per-slot caches (always)");
+  f.notices.emplace_back(cmd.add_flag("--context-shift", f.context_shift, "ignored: a full slot stops with length"), [] {
+    return "context shifting is not implemented: a slot whose context is full stops with finish_reason length";
+  });
+  cmd.add_flag("--no-context-shift", f.no_context_shift, "a full slot stops with length (always)");
+  f.notices.emplace_back(cmd.add_flag("--no-webui", f.no_webui, "ignored: the chat page at / stays"), [] {
+    return "the chat page at / is always served (behind --api-key when one is set)";
+  });
+  cmd.add_flag("--webui", f.webui, "the chat page at / (always)");
+}
+
 }  // namespace
 
 Command add_serve(CLI::App& app) {
@@ -127,6 +145,7 @@ Command add_serve(CLI::App& app) {
   cmd->add_flag("--slots,!--no-slots", f->server.slots, "GET /slots");
   add_chat_flags(*cmd, *f);
   add_cache_flags(*cmd, *f);
+  add_fixed_behaviour_flags(*cmd, *f);
   add_sampling_flags(*cmd, f->sampling);
   for (const char* name : {"--temp", "--top-k", "--top-p", "--min-p", "--seed", "--repeat-penalty", "--repeat-last-n",
                            "--frequency-penalty", "--presence-penalty"}) {

@@ -64,6 +64,11 @@ void add_device_flags(CLI::App& cmd, LlamaFlags& f) {
   f.notices.emplace_back(cmd.add_option("--poll", f.poll, "ignored: threads wait without a polling level")
                              ->group(kGroup)->check(CLI::Range(0, 100)),
                          always("threads meet at a barrier; there is no polling level to set"));
+  const std::string no_gpu = "there is no GPU to hold the KV cache: each node keeps its layers' cache in its memory";
+  f.notices.emplace_back(cmd.add_flag("--kv-offload", f.kv_offload, "(-kvo) ignored: no GPUs")->group(kGroup),
+                         always(no_gpu));
+  f.notices.emplace_back(cmd.add_flag("--no-kv-offload", f.no_kv_offload, "(-nkvo) ignored: no GPUs")->group(kGroup),
+                         always(no_gpu));
   // Checked in apply_llama_flags: the other modes are errors, not notices.
   cmd.add_option("--split-mode", f.split_mode, "(-sm) layer: whole layers per node (the only mode)")
       ->capture_default_str()->group(kGroup)->check(CLI::IsMember({"none", "layer", "row", "tensor"}));
@@ -89,6 +94,11 @@ void add_llama_flags(CLI::App& cmd, LlamaFlags& f) {
   f.notices.emplace_back(cmd.add_flag("--no-mmap", f.no_mmap, "ignored: weights are always memory-mapped")->group(kGroup),
                          always("the weights are always memory-mapped"));
   cmd.add_flag("--mmap", f.mmap, "weights are memory-mapped (always)")->group(kGroup);
+  f.notices.emplace_back(cmd.add_option("--threads-batch", f.threads_batch, "(-tb) ignored: -t serves prompts too")
+                             ->group(kGroup)->check(CLI::Range(-1, 1024)),
+                         always("one thread count (-t) serves prompt processing and generation"));
+  f.notices.emplace_back(cmd.add_flag("--offline", f.offline, "nothing is downloaded (always)")->group(kGroup),
+                         always("nothing is ever downloaded: -m is a local file"));
   add_device_flags(cmd, f);
 }
 
@@ -151,7 +161,8 @@ const std::vector<std::pair<std::string, std::string>>& llama_short_aliases() {
       {"-ub", "--ubatch-size"},    {"-cram", "--cache-ram"},     {"-ctxcp", "--ctx-checkpoints"},
       {"-cb", "--cont-batching"},  {"-nocb", "--no-cont-batching"}, {"-sm", "--split-mode"},
       {"-mg", "--main-gpu"},       {"-dev", "--device"},         {"-cmoe", "--cpu-moe"},
-      {"-ncmoe", "--n-cpu-moe"},
+      {"-ncmoe", "--n-cpu-moe"},   {"-tb", "--threads-batch"},   {"-kvo", "--kv-offload"},
+      {"-nkvo", "--no-kv-offload"}, {"-kvu", "--kv-unified"},    {"-no-kvu", "--no-kv-unified"},
   };
   return kAliases;
 }

@@ -24,8 +24,9 @@ struct LlamaFlags {
 
   // Accepted for compatibility; each one given prints why it has no effect here.
   std::string flash_attn, fit, cache_type_k = "f16", cache_type_v = "f16", split_mode = "layer", numa, device;
-  int32_t main_gpu = 0, prio = 0, poll = 50, n_cpu_moe = 0;
-  bool mlock = false, no_mmap = false, mmap = false, cpu_moe = false;
+  int32_t main_gpu = 0, prio = 0, poll = 50, n_cpu_moe = 0, threads_batch = 0;
+  bool mlock = false, no_mmap = false, mmap = false, cpu_moe = false, kv_offload = false, no_kv_offload = false;
+  bool offline = false;
 
   // For each accepted flag without effect: its option and the notice (empty: none for this value).
   std::vector<std::pair<CLI::Option*, std::function<std::string()>>> notices;

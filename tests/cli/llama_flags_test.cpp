@@ -110,6 +110,8 @@ const FlagCase kModelFlags[] = {
     {"--prio 2", "--prio has no effect here"}, {"--poll 0", "--poll has no effect here"},
     {"-cmoe", "-cmoe/--cpu-moe has no effect here"}, {"--cpu-moe", "-cmoe/--cpu-moe has no effect here"},
     {"-ncmoe 4", "-ncmoe/--n-cpu-moe has no effect here"}, {"--n-cpu-moe 2", "-ncmoe/--n-cpu-moe has no effect here"},
+    {"-tb 4", "-tb/--threads-batch has no effect here"}, {"-kvo", "-kvo/--kv-offload has no effect here"},
+    {"-nkvo", "-nkvo/--no-kv-offload has no effect here"}, {"--offline", "--offline has no effect here"},
 };
 
 // Serve-only flags, on `strata serve` with an address that cannot resolve: it parses, prints its
@@ -130,6 +132,8 @@ const FlagCase kServeFlags[] = {
     {"--repeat-last-n 32", "--repeat-last-n has no effect here"},
     {"--frequency-penalty 0.5", "--frequency-penalty has no effect here"},
     {"--presence-penalty 0.5", "--presence-penalty has no effect here"},
+    {"-kvu", "-kvu/--kv-unified has no effect here"}, {"-no-kvu", ""}, {"--no-context-shift", ""}, {"--webui", ""},
+    {"--context-shift", "--context-shift has no effect here"}, {"--no-webui", "--no-webui has no effect here"},
 };
 
 TEST(LlamaFlags, every_accepted_flag_parses_and_each_flag_without_effect_prints_one_notice) {
