@@ -70,19 +70,21 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
   return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
 }
 
-// The first argument that no command took, in command-line order (CLI11 would list them all, last first).
-std::optional<size_t> first_unknown(const CLI::App& app, const Args& args) {
+// The first argument that no command took, as typed. CLI11 keeps them in command-line order (it
+// would list them all, last first); only flags were translated, so only a flag needs mapping back.
+std::optional<std::string> first_unknown(const CLI::App& app, const Args& args) {
   const std::vector<std::string> rest = app.remaining(true);
   if (rest.empty()) return std::nullopt;
+  const std::string& first = rest.front();
+  if (first.empty() || first[0] != '-') return first;
   for (size_t i = 0; i < args.translated.size(); ++i) {
-    if (std::find(rest.begin(), rest.end(), args.translated[i]) != rest.end()) return i;
+    if (args.translated[i] == first) return args.typed[i];
   }
-  return 0;
+  return first;
 }
 
-// "error: ..." naming the first unknown argument as typed, with a close name when there is one.
-int unknown_argument(const CLI::App& app, const CLI::App* cmd, const Args& args, size_t at) {
-  const std::string& typed = args.typed[at];
+// "error: ..." naming the first unknown argument, with a close name when there is one.
+int unknown_argument(const CLI::App& app, const CLI::App* cmd, const std::string& typed) {
   const bool flag = !typed.empty() && typed[0] == '-' && typed != "-";
   if (!cmd && !flag) {
     std::vector<std::string> commands;
@@ -96,8 +98,8 @@ int unknown_argument(const CLI::App& app, const CLI::App* cmd, const Args& args,
     return 1;
   }
   const std::string name = typed.substr(0, typed.find('='));
-  fmt::print(stderr, "error: {}: unknown flag '{}'{}; see {} --help\n", where, name, did_you_mean(name, flag_names(cmd ? *cmd : app)),
-             where);
+  const std::string close = did_you_mean(name, flag_names(cmd ? *cmd : app));
+  fmt::print(stderr, "error: {}: unknown flag '{}'{}; see {} --help\n", where, name, close, where);
   return 1;
 }
 
@@ -153,7 +155,7 @@ int main(int argc, char** argv) {
   for (auto& [cmd, run] : commands) {
     if (cmd->parsed()) parsed = cmd;
   }
-  if (auto at = first_unknown(app, args)) return unknown_argument(app, parsed, args, *at);
+  if (auto typed = first_unknown(app, args)) return unknown_argument(app, parsed, *typed);
   if (!parsed) {
     fmt::print(stderr, "error: a command is required; see strata --help\n");
     return 1;

@@ -216,6 +216,8 @@ TEST(LlamaFlags, an_unknown_flag_is_named_first_with_a_close_name) {
       {"serve" + m + "--flash-atn=on", "unknown flag '--flash-atn' (did you mean '--flash-attn'?)"},
       {"worker -fit off", "strata worker: unknown flag '-fit'"},
       {"serve" + m + "stray", "strata serve: unexpected argument 'stray'"},
+      {"serve" + m + "-t 2 --bogus-one 2", "strata serve: unknown flag '--bogus-one'"},
+      {"serve" + m + "-t 2 -fit off 2", "strata serve: unexpected argument '2'"},
       {"srve" + m, "unknown command 'srve' (did you mean 'serve'?)"},
   };
   for (const Case& c : cases) {
