@@ -81,8 +81,8 @@ void add_llama_flags(CLI::App& cmd, LlamaFlags& f) {
   cmd.add_option("--ubatch-size", f.n_ubatch, "(-ub) physical batch: caps -b, the largest batch of one decode call")
       ->group(kGroup)->check(CLI::Range(1, 1 << 16));
   f.notices.emplace_back(
-      cmd.add_option("--flash-attn", f.flash_attn, "(-fa) on|off|auto; ignored: attention is always fused")
-          ->expected(0, 1)->default_str("on")->group(kGroup)->check(CLI::IsMember({"on", "off", "auto"})),
+      cmd.add_option("--flash-attn", f.flash_attn, "(-fa) on|off|auto (llama-bench's 1|0 too); ignored: always fused")
+          ->expected(0, 1)->default_str("on")->group(kGroup)->check(CLI::IsMember({"on", "off", "auto", "1", "0"})),
       always("attention is always computed fused (one pass over the cache); there is nothing to switch"));
   f.notices.emplace_back(cmd.add_option("--fit", f.fit, "(-fit) on|off; ignored: the planner places every tensor")
                              ->group(kGroup)->check(CLI::IsMember({"on", "off"})),

@@ -101,7 +101,7 @@ const FlagCase kModelFlags[] = {
     {"--log-colors off", ""}, {"-ub 64", ""}, {"--ubatch-size 128", ""}, {"-ngl 99", ""}, {"--gpu-layers all", ""},
     {"--n-gpu-layers auto", ""}, {"-sm layer", ""}, {"--split-mode layer", ""}, {"-ctk f16", ""}, {"--mmap", ""},
     {"-fa", "-fa/--flash-attn has no effect here"}, {"-fa on", "-fa/--flash-attn has no effect here"},
-    {"--flash-attn auto", "-fa/--flash-attn has no effect here"}, {"-fit off", "-fit/--fit has no effect here"},
+    {"--flash-attn auto", "-fa/--flash-attn has no effect here"}, {"-fa 1", "-fa/--flash-attn has no effect here"}, {"-fit off", "-fit/--fit has no effect here"},
     {"--fit on", "-fit/--fit has no effect here"}, {"-ctk q8_0", "-ctk/--cache-type-k has no effect here"},
     {"--cache-type-v q4_0", "-ctv/--cache-type-v has no effect here"}, {"--mlock", "--mlock has no effect here"},
     {"--no-mmap", "--no-mmap has no effect here"}, {"-mg 1", "-mg/--main-gpu has no effect here"},
