@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   CLI::App app{"strata: run GGUF language models across CPU machines"};
   app.set_help_all_flag("--help-all", "help for every subcommand");
   bool verbose = false, quiet = false;
-  app.add_flag("-v,--verbose", verbose, "debug logging");
+  app.add_flag("-v,--verbose,--log-verbose", verbose, "debug logging (also after the command, as in llama.cpp)");
   app.add_flag("-q,--quiet", quiet, "warnings and errors only");
   // Unknown arguments are collected and reported below, the first one by name.
   app.allow_extras();

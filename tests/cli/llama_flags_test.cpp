@@ -117,7 +117,7 @@ const FlagCase kModelFlags[] = {
 // Serve-only flags, on `strata serve` with an address that cannot resolve: it parses, prints its
 // notices, then fails to bind before loading anything.
 const FlagCase kServeFlags[] = {
-    {"--jinja", ""}, {"--chat-template chatml", ""}, {"--chat-template '{{ messages[0].content }}'", ""},
+    {"--jinja", ""}, {"-v", ""}, {"--log-verbose", ""}, {"-q", ""}, {"--chat-template chatml", ""}, {"--chat-template '{{ messages[0].content }}'", ""},
     {"-n 64", ""}, {"--n-predict -1", ""}, {"--predict 8", ""}, {"--ctx-checkpoints 4", ""}, {"--swa-checkpoints 2", ""},
     {"-ctxcp 3", ""}, {"--cache-ram 0", ""}, {"-cram -1", ""}, {"--cache-prompt", ""}, {"--no-cache-prompt", ""},
     {"--metrics", ""}, {"--slots", ""}, {"--no-slots", ""}, {"-a mymodel", ""}, {"--alias x", ""},
