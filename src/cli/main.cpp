@@ -24,8 +24,11 @@ Args translate_llama_flags(int argc, char** argv) {
     std::string a = argv[i];
     args.typed.push_back(a);
     for (const auto& [alias, name] : llama_short_aliases()) {
-      if (a == alias) a = name;
-      else if (a.rfind(alias + "=", 0) == 0) a = name + a.substr(alias.size());
+      if (a == alias) {
+        a = name;
+      } else if (a.rfind(alias + "=", 0) == 0) {
+        a = name + a.substr(alias.size());
+      }
     }
     args.translated.push_back(std::move(a));
   }
@@ -40,7 +43,9 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   for (size_t i = 1; i <= a.size(); ++i) {
     for (size_t j = 1; j <= b.size(); ++j) {
       d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);  // two neighbours swapped
+      }
     }
   }
   return d[a.size()][b.size()];
@@ -132,7 +137,8 @@ int main(int argc, char** argv) {
 
   using namespace strata::cli;
   std::vector<std::pair<CLI::App*, Command>> commands;
-  for (auto add : {add_run, add_serve, add_eval, add_perplexity, add_bench, add_plan, add_worker, add_info, add_tokenize, add_synth, add_quantize}) {
+  for (auto add : {add_run, add_serve, add_eval, add_perplexity, add_bench, add_plan, add_worker, add_info,
+                   add_tokenize, add_synth, add_quantize}) {
     const size_t before = app.get_subcommands({}).size();
     Command run = add(app);
     CLI::App* cmd = app.get_subcommands({})[before];

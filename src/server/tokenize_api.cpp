@@ -18,13 +18,10 @@ ApiError bad(std::string param, std::string message) {
 bool valid_utf8(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     const auto b = static_cast<uint8_t>(s[i]);
-    size_t n = 0;
-    uint32_t cpt = 0;
-    if (b < 0x80) n = 1, cpt = b;
-    else if (b >= 0xC2 && b < 0xE0) n = 2, cpt = b & 0x1F;
-    else if (b >= 0xE0 && b < 0xF0) n = 3, cpt = b & 0x0F;
-    else if (b >= 0xF0 && b < 0xF5) n = 4, cpt = b & 0x07;
-    else return false;
+    // Lead bytes: C0/C1 only start overlong forms, F5 and up only code points past U+10FFFF.
+    const size_t n = b < 0x80 ? 1 : b < 0xC2 ? 0 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : b < 0xF5 ? 4 : 0;
+    if (n == 0) return false;
+    uint32_t cpt = n == 1 ? b : b & (0x7F >> n);
     if (i + n > s.size()) return false;
     for (size_t k = 1; k < n; ++k) {
       const auto c = static_cast<uint8_t>(s[i + k]);
@@ -53,7 +50,8 @@ std::optional<ApiError> parse_object(const std::string& body, json& j) {
     e.status = 413;
     return e;
   }
-  if (json_nesting_depth(body) > kMaxJsonDepth) return bad("", fmt::format("the body nests deeper than {}", kMaxJsonDepth));
+  if (json_nesting_depth(body) > kMaxJsonDepth)
+    return bad("", fmt::format("the body nests deeper than {}", kMaxJsonDepth));
   j = json::parse(body, nullptr, false);
   if (j.is_discarded()) return bad("", "the body is not valid JSON");
   if (!j.is_object()) return bad("", "the body must be a JSON object");
@@ -71,8 +69,9 @@ std::optional<ApiError> check_id(const text::Vocab& vocab, const json& t, const 
   if (!t.is_number_integer()) return bad(where.substr(0, where.find('[')), where + " is not an integer token id");
   const int64_t v = t.get<int64_t>();
   if (v < 0 || v >= vocab.n_tokens()) {
-    return bad(where.substr(0, where.find('[')), fmt::format("{} = {} is out of range: the vocabulary has {} tokens (0 to {})",
-                                                             where, v, vocab.n_tokens(), vocab.n_tokens() - 1));
+    return bad(where.substr(0, where.find('[')),
+               fmt::format("{} = {} is out of range: the vocabulary has {} tokens (0 to {})", where, v,
+                           vocab.n_tokens(), vocab.n_tokens() - 1));
   }
   id = static_cast<text::Token>(v);
   return std::nullopt;

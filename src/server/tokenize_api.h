@@ -7,9 +7,9 @@
 #pragma once
 
 #include <httplib.h>
-#include <nlohmann/json.hpp>
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 

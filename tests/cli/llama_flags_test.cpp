@@ -1,10 +1,10 @@
 // llama.cpp command lines pasted into strata: the field report's llama-server line over two workers,
 // every accepted flag, the notices of flags without effect, unknown flags and bad values.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "server/serve_process.h"
 #include "testing/golden.h"
@@ -32,8 +32,9 @@ struct Worker {
     fs::create_directories(dir);
     log = (dir.string() + ".log");
     fs::remove(log);
-    if (!testing::ChildProcess::start({testing::strata_binary(), "-q", "worker", "-H", "127.0.0.1", "-p", "0", "-t", "1",
-                                       "--cache-dir", dir.string()}, log, process) ||
+    if (!testing::ChildProcess::start({testing::strata_binary(), "-q", "worker", "-H", "127.0.0.1", "-p", "0", "-t",
+                                       "1", "--cache-dir", dir.string()},
+                                      log, process) ||
         !process.wait_for_file(log, 30000)) {
       return false;
     }
@@ -50,8 +51,9 @@ struct Worker {
 // GGUF has no template).
 std::string greedy_chat_reference(const std::string& model, const std::string& user, int n) {
   const std::string prompt = "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
-  const auto r = run_command(strata() + " -q run -m " + shell_quote(model) + " -c 1024 --temp 0 --no-display-prompt -n " +
-                             std::to_string(n) + " -p " + shell_quote(prompt));
+  const auto r =
+      run_command(strata() + " -q run -m " + shell_quote(model) + " -c 1024 --temp 0 --no-display-prompt -n " +
+                  std::to_string(n) + " -p " + shell_quote(prompt));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   std::string out = r.out;
   if (!out.empty() && out.back() == '\n') out.pop_back();
@@ -66,17 +68,36 @@ TEST(LlamaFlags, the_field_reports_llama_server_command_line_serves_over_two_wor
   // GGML_RPC_DEBUG=1 strata serve -m M --rpc A,B -ngl 99 -ts 1,1 -ot "REGEX=RPC0[A]" -c 262144 -t 2 -np 1
   //   -fit off --no-warmup -lv 4
   ::setenv("GGML_RPC_DEBUG", "1", 1);
-  testing::ServeProcess server({"-m", model, "--rpc", a.endpoint + "," + b.endpoint, "-ngl", "99", "-ts", "1,1", "-ot",
-                                "blk\\.[0-2]\\.=RPC0[" + a.endpoint + "]", "-c", "262144", "-t", "2", "-np", "1", "-fit",
-                                "off", "--no-warmup", "-lv", "4"},
+  testing::ServeProcess server({"-m",
+                                model,
+                                "--rpc",
+                                a.endpoint + "," + b.endpoint,
+                                "-ngl",
+                                "99",
+                                "-ts",
+                                "1,1",
+                                "-ot",
+                                "blk\\.[0-2]\\.=RPC0[" + a.endpoint + "]",
+                                "-c",
+                                "262144",
+                                "-t",
+                                "2",
+                                "-np",
+                                "1",
+                                "-fit",
+                                "off",
+                                "--no-warmup",
+                                "-lv",
+                                "4"},
                                "field-report");
   ::unsetenv("GGML_RPC_DEBUG");
   ASSERT_TRUE(server.ok()) << server.log();
   const std::string user = "Tell me a story about a dog.";
   auto c = server.client();
-  auto r = c.Post("/v1/chat/completions",
-                  json{{"messages", {{{"role", "user"}, {"content", user}}}}, {"max_tokens", 16}, {"temperature", 0}}.dump(),
-                  "application/json");
+  auto r =
+      c.Post("/v1/chat/completions",
+             json{{"messages", {{{"role", "user"}, {"content", user}}}}, {"max_tokens", 16}, {"temperature", 0}}.dump(),
+             "application/json");
   ASSERT_TRUE(r) << server.log();
   ASSERT_EQ(r->status, 200) << r->body;
   const std::string content = json::parse(r->body)["choices"][0]["message"]["content"];
@@ -97,43 +118,100 @@ struct FlagCase {
 
 // Model flags, on `strata plan` (which plans and exits).
 const FlagCase kModelFlags[] = {
-    {"-lv 3", ""}, {"--verbosity 2", ""}, {"--log-verbosity 4", ""}, {"--log-disable", ""}, {"--log-colors", ""},
-    {"--log-colors off", ""}, {"-ub 64", ""}, {"--ubatch-size 128", ""}, {"-ngl 99", ""}, {"--gpu-layers all", ""},
-    {"--n-gpu-layers auto", ""}, {"-sm layer", ""}, {"--split-mode layer", ""}, {"-ctk f16", ""}, {"--mmap", ""},
-    {"-fa", "-fa/--flash-attn has no effect here"}, {"-fa on", "-fa/--flash-attn has no effect here"},
-    {"--flash-attn auto", "-fa/--flash-attn has no effect here"}, {"-fa 1", "-fa/--flash-attn has no effect here"}, {"-fit off", "-fit/--fit has no effect here"},
-    {"--fit on", "-fit/--fit has no effect here"}, {"-ctk q8_0", "-ctk/--cache-type-k has no effect here"},
-    {"--cache-type-v q4_0", "-ctv/--cache-type-v has no effect here"}, {"--mlock", "--mlock has no effect here"},
-    {"--no-mmap", "--no-mmap has no effect here"}, {"-mg 1", "-mg/--main-gpu has no effect here"},
-    {"--main-gpu 0", "-mg/--main-gpu has no effect here"}, {"-dev CUDA0", "-dev/--device has no effect here"},
-    {"--device none", "-dev/--device has no effect here"}, {"--numa distribute", "--numa has no effect here"},
-    {"--prio 2", "--prio has no effect here"}, {"--poll 0", "--poll has no effect here"},
-    {"-cmoe", "-cmoe/--cpu-moe has no effect here"}, {"--cpu-moe", "-cmoe/--cpu-moe has no effect here"},
-    {"-ncmoe 4", "-ncmoe/--n-cpu-moe has no effect here"}, {"--n-cpu-moe 2", "-ncmoe/--n-cpu-moe has no effect here"},
-    {"-tb 4", "-tb/--threads-batch has no effect here"}, {"-kvo", "-kvo/--kv-offload has no effect here"},
-    {"-nkvo", "-nkvo/--no-kv-offload has no effect here"}, {"--offline", "--offline has no effect here"},
+    {"-lv 3", ""},
+    {"--verbosity 2", ""},
+    {"--log-verbosity 4", ""},
+    {"--log-disable", ""},
+    {"--log-colors", ""},
+    {"--log-colors off", ""},
+    {"-ub 64", ""},
+    {"--ubatch-size 128", ""},
+    {"-ngl 99", ""},
+    {"--gpu-layers all", ""},
+    {"--n-gpu-layers auto", ""},
+    {"-sm layer", ""},
+    {"--split-mode layer", ""},
+    {"-ctk f16", ""},
+    {"--mmap", ""},
+    {"-fa", "-fa/--flash-attn has no effect here"},
+    {"-fa on", "-fa/--flash-attn has no effect here"},
+    {"--flash-attn auto", "-fa/--flash-attn has no effect here"},
+    {"-fa 1", "-fa/--flash-attn has no effect here"},
+    {"-fit off", "-fit/--fit has no effect here"},
+    {"--fit on", "-fit/--fit has no effect here"},
+    {"-ctk q8_0", "-ctk/--cache-type-k has no effect here"},
+    {"--cache-type-v q4_0", "-ctv/--cache-type-v has no effect here"},
+    {"--mlock", "--mlock has no effect here"},
+    {"--no-mmap", "--no-mmap has no effect here"},
+    {"-mg 1", "-mg/--main-gpu has no effect here"},
+    {"--main-gpu 0", "-mg/--main-gpu has no effect here"},
+    {"-dev CUDA0", "-dev/--device has no effect here"},
+    {"--device none", "-dev/--device has no effect here"},
+    {"--numa distribute", "--numa has no effect here"},
+    {"--prio 2", "--prio has no effect here"},
+    {"--poll 0", "--poll has no effect here"},
+    {"-cmoe", "-cmoe/--cpu-moe has no effect here"},
+    {"--cpu-moe", "-cmoe/--cpu-moe has no effect here"},
+    {"-ncmoe 4", "-ncmoe/--n-cpu-moe has no effect here"},
+    {"--n-cpu-moe 2", "-ncmoe/--n-cpu-moe has no effect here"},
+    {"-tb 4", "-tb/--threads-batch has no effect here"},
+    {"-kvo", "-kvo/--kv-offload has no effect here"},
+    {"-nkvo", "-nkvo/--no-kv-offload has no effect here"},
+    {"--offline", "--offline has no effect here"},
 };
 
 // Serve-only flags, on `strata serve` with an address that cannot resolve: it parses, prints its
 // notices, then fails to bind before loading anything.
 const FlagCase kServeFlags[] = {
-    {"--jinja", ""}, {"-v", ""}, {"--log-verbose", ""}, {"-q", ""}, {"--chat-template chatml", ""}, {"--chat-template '{{ messages[0].content }}'", ""},
-    {"-n 64", ""}, {"--n-predict -1", ""}, {"--predict 8", ""}, {"--ctx-checkpoints 4", ""}, {"--swa-checkpoints 2", ""},
-    {"-ctxcp 3", ""}, {"--cache-ram 0", ""}, {"-cram -1", ""}, {"--cache-prompt", ""}, {"--no-cache-prompt", ""},
-    {"--metrics", ""}, {"--slots", ""}, {"--no-slots", ""}, {"-a mymodel", ""}, {"--alias x", ""},
-    {"--reasoning-format deepseek", ""}, {"--reasoning-format none", ""}, {"--reasoning-budget 0", ""},
-    {"--chat-template-kwargs '{\"enable_thinking\": false}'", ""}, {"-np 2", ""}, {"--parallel 1", ""},
-    {"-cb", ""}, {"--cont-batching", ""}, {"--cache-reuse 0", ""}, 
-    {"--no-jinja", "--no-jinja has no effect here"}, {"--no-cont-batching", "-nocb/--no-cont-batching has no effect here"},
-    {"-nocb", "-nocb/--no-cont-batching has no effect here"}, {"--cache-reuse 256", "--cache-reuse has no effect here"},
-    {"--temp 0.7", "--temp has no effect here"}, {"--top-k 5", "--top-k has no effect here"},
-    {"--top-p 0.9", "--top-p has no effect here"}, {"--min-p 0.1", "--min-p has no effect here"},
-    {"-s 7", "--seed has no effect here"}, {"--repeat-penalty 1.1", "--repeat-penalty has no effect here"},
+    {"--jinja", ""},
+    {"-v", ""},
+    {"--log-verbose", ""},
+    {"-q", ""},
+    {"--chat-template chatml", ""},
+    {"--chat-template '{{ messages[0].content }}'", ""},
+    {"-n 64", ""},
+    {"--n-predict -1", ""},
+    {"--predict 8", ""},
+    {"--ctx-checkpoints 4", ""},
+    {"--swa-checkpoints 2", ""},
+    {"-ctxcp 3", ""},
+    {"--cache-ram 0", ""},
+    {"-cram -1", ""},
+    {"--cache-prompt", ""},
+    {"--no-cache-prompt", ""},
+    {"--metrics", ""},
+    {"--slots", ""},
+    {"--no-slots", ""},
+    {"-a mymodel", ""},
+    {"--alias x", ""},
+    {"--reasoning-format deepseek", ""},
+    {"--reasoning-format none", ""},
+    {"--reasoning-budget 0", ""},
+    {"--chat-template-kwargs '{\"enable_thinking\": false}'", ""},
+    {"-np 2", ""},
+    {"--parallel 1", ""},
+    {"-cb", ""},
+    {"--cont-batching", ""},
+    {"--cache-reuse 0", ""},
+    {"--no-jinja", "--no-jinja has no effect here"},
+    {"--no-cont-batching", "-nocb/--no-cont-batching has no effect here"},
+    {"-nocb", "-nocb/--no-cont-batching has no effect here"},
+    {"--cache-reuse 256", "--cache-reuse has no effect here"},
+    {"--temp 0.7", "--temp has no effect here"},
+    {"--top-k 5", "--top-k has no effect here"},
+    {"--top-p 0.9", "--top-p has no effect here"},
+    {"--min-p 0.1", "--min-p has no effect here"},
+    {"-s 7", "--seed has no effect here"},
+    {"--repeat-penalty 1.1", "--repeat-penalty has no effect here"},
     {"--repeat-last-n 32", "--repeat-last-n has no effect here"},
     {"--frequency-penalty 0.5", "--frequency-penalty has no effect here"},
     {"--presence-penalty 0.5", "--presence-penalty has no effect here"},
-    {"-kvu", "-kvu/--kv-unified has no effect here"}, {"-no-kvu", ""}, {"--no-context-shift", ""}, {"--webui", ""},
-    {"--context-shift", "--context-shift has no effect here"}, {"--no-webui", "--no-webui has no effect here"},
+    {"-kvu", "-kvu/--kv-unified has no effect here"},
+    {"-no-kvu", ""},
+    {"--no-context-shift", ""},
+    {"--webui", ""},
+    {"--context-shift", "--context-shift has no effect here"},
+    {"--no-webui", "--no-webui has no effect here"},
 };
 
 TEST(LlamaFlags, every_accepted_flag_parses_and_each_flag_without_effect_prints_one_notice) {
@@ -237,14 +315,21 @@ TEST(LlamaFlags, bad_values_are_refused_naming_the_flag) {
     std::string args, error;
   };
   const Case cases[] = {
-      {"plan" + m + "-fit maybe", "--fit"}, {"plan" + m + "-fa sometimes", "--flash-attn"},
-      {"plan" + m + "-lv x", "--verbosity"}, {"plan" + m + "-lv -1", "--verbosity"},
-      {"plan" + m + "-ctk q9", "--cache-type-k"}, {"plan" + m + "-ctv f8", "--cache-type-v"},
-      {"plan" + m + "-ub 0", "--ubatch-size"}, {"plan" + m + "-ngl many", "--n-gpu-layers"},
+      {"plan" + m + "-fit maybe", "--fit"},
+      {"plan" + m + "-fa sometimes", "--flash-attn"},
+      {"plan" + m + "-lv x", "--verbosity"},
+      {"plan" + m + "-lv -1", "--verbosity"},
+      {"plan" + m + "-ctk q9", "--cache-type-k"},
+      {"plan" + m + "-ctv f8", "--cache-type-v"},
+      {"plan" + m + "-ub 0", "--ubatch-size"},
+      {"plan" + m + "-ngl many", "--n-gpu-layers"},
       {"plan" + m + "-sm tensor", "--split-mode tensor (tensors split across nodes) is planned"},
-      {"plan" + m + "-sm row", "--split-mode row: only layer"}, {"plan" + m + "-sm diagonal", "--split-mode"},
-      {"plan" + m + "--numa everywhere", "--numa"}, {"plan" + m + "--prio 9", "--prio"},
-      {"plan" + m + "--poll 101", "--poll"}, {"plan" + m + "--log-colors purple", "--log-colors"},
+      {"plan" + m + "-sm row", "--split-mode row: only layer"},
+      {"plan" + m + "-sm diagonal", "--split-mode"},
+      {"plan" + m + "--numa everywhere", "--numa"},
+      {"plan" + m + "--prio 9", "--prio"},
+      {"plan" + m + "--poll 101", "--poll"},
+      {"plan" + m + "--log-colors purple", "--log-colors"},
       {"plan" + m + "--log-file /dev/null/x.log", "--log-file /dev/null/x.log: cannot open it"},
       {"serve" + m + "--reasoning-format xml", "--reasoning-format"},
       {"serve" + m + "--reasoning-budget -2", "--reasoning-budget"},
@@ -252,11 +337,14 @@ TEST(LlamaFlags, bad_values_are_refused_naming_the_flag) {
       {"serve" + m + "--chat-template-kwargs '{\"a\":'", "--chat-template-kwargs: not valid JSON"},
       {"serve" + m + "--chat-template-kwargs '" + std::string(40, '[') + std::string(40, ']') + "'",
        "--chat-template-kwargs: nested deeper"},
-      {"serve" + m + "--chat-template-file /nonexistent.jinja", "--chat-template-file /nonexistent.jinja: not a readable"},
+      {"serve" + m + "--chat-template-file /nonexistent.jinja",
+       "--chat-template-file /nonexistent.jinja: not a readable"},
       {"serve" + m + "--chat-template llama9", "--chat-template: 'llama9' is neither a built-in template name"},
       {"serve" + m + "--chat-template '{% if %}'", "--chat-template: the template does not parse"},
-      {"serve" + m + "--cache-ram -2", "--cache-ram"}, {"serve" + m + "--ctx-checkpoints -1", "--ctx-checkpoints"},
-      {"serve" + m + "-n -5", "--n-predict"}, {"serve" + m + "-np 0", "--parallel"},
+      {"serve" + m + "--cache-ram -2", "--cache-ram"},
+      {"serve" + m + "--ctx-checkpoints -1", "--ctx-checkpoints"},
+      {"serve" + m + "-n -5", "--n-predict"},
+      {"serve" + m + "-np 0", "--parallel"},
   };
   for (const Case& c : cases) {
     const auto r = run_command(strata() + " " + c.args);

@@ -3,8 +3,8 @@
 // valid UTF-8 and add up to the non-streamed answer of the same seed.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <nlohmann/json.hpp>
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "server/serve_process.h"
@@ -66,8 +66,12 @@ std::vector<std::string> split_characters(const json& logprobs) {
 }
 
 json request(int seed, bool stream) {
-  return {{"messages", {{{"role", "user"}, {"content", "日本 😀"}}}}, {"max_tokens", 200}, {"temperature", 1.0},
-          {"seed", seed}, {"logprobs", true}, {"stream", stream}};
+  return {{"messages", {{{"role", "user"}, {"content", "日本 😀"}}}},
+          {"max_tokens", 200},
+          {"temperature", 1.0},
+          {"seed", seed},
+          {"logprobs", true},
+          {"stream", stream}};
 }
 
 TEST(StreamingUtf8, every_delta_is_whole_characters_even_when_tokens_split_them) {

@@ -1,13 +1,14 @@
 // /tokenize and /detokenize against `strata tokenize` and the vocabulary, and their refusals.
+#include "server/tokenize_api.h"
+
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <nlohmann/json.hpp>
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "gguf/gguf.h"
 #include "server/serve_process.h"
-#include "server/tokenize_api.h"
 #include "testing/process.h"
 #include "testing/shared_data.h"
 #include "text/vocab.h"
@@ -91,8 +92,8 @@ TEST(TokenizeApi, tokenize_gives_strata_tokenizes_ids_and_pieces_and_detokenize_
         ASSERT_EQ(status, 200) << j;
         ASSERT_EQ(j["tokens"].size(), want.size()) << text << " " << flags << ": " << j;
         for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(j["tokens"][i], want[i].first) << text << " #" << i;
-        j = post(c, "/tokenize", {{"content", text}, {"add_special", bos}, {"parse_special", special},
-                                  {"with_pieces", true}}, &status);
+        j = post(c, "/tokenize",
+                 {{"content", text}, {"add_special", bos}, {"parse_special", special}, {"with_pieces", true}}, &status);
         ASSERT_EQ(status, 200) << j;
         ASSERT_EQ(j["tokens"].size(), want.size());
         for (size_t i = 0; i < want.size(); ++i) {
@@ -164,7 +165,8 @@ class TokenizeRequests : public ::testing::Test {
 // llama-server's mixed content: strings tokenized in place, ids kept, BOS only before the first part.
 TEST_F(TokenizeRequests, mixed_content_joins_strings_and_ids_in_order) {
   json out;
-  ASSERT_FALSE(server::tokenize_request(*vocab_, R"({"content":["Once upon", 42, " a time"],"add_special":true})", out));
+  ASSERT_FALSE(
+      server::tokenize_request(*vocab_, R"({"content":["Once upon", 42, " a time"],"add_special":true})", out));
   std::vector<text::Token> want = vocab_->tokenize("Once upon", true, true);
   want.push_back(42);
   for (text::Token t : vocab_->tokenize(" a time", false, true)) want.push_back(t);
