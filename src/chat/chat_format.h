@@ -36,6 +36,11 @@ struct ChatFormat {
 // that mentions <|python_tag|> or "parameters" is kLlama3Json; anything else kNone. Never fails.
 ChatFormat detect_format(std::string_view template_source);
 
+// Whether a rendered prompt leaves the model inside an open think block (Qwen3.5/3.6 end their
+// generation prompt with "<think>\n"): the prompt, trailing whitespace aside, ends with think_open.
+// This is OutputParser's starts_in_reasoning.
+bool prompt_opens_reasoning(const ChatFormat& format, std::string_view prompt);
+
 struct ToolSpec {  // one OpenAI function tool
   std::string name;
   std::string description;

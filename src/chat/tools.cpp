@@ -96,6 +96,14 @@ ChatFormat detect_format(std::string_view src) {
   return f;
 }
 
+bool prompt_opens_reasoning(const ChatFormat& format, std::string_view prompt) {
+  if (!format.thinking || format.think_open.empty()) return false;
+  while (!prompt.empty() && (prompt.back() == '\n' || prompt.back() == ' ' || prompt.back() == '\r')) {
+    prompt.remove_suffix(1);
+  }
+  return prompt.ends_with(format.think_open);
+}
+
 Result<std::vector<ToolSpec>> parse_tools(const json& tools) {
   if (tools.is_null()) return std::vector<ToolSpec>{};
   if (!tools.is_array()) return make_error(ErrorCode::kInvalidArgument, "tools: must be an array");
