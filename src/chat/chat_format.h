@@ -72,12 +72,17 @@ struct OutputDelta {
   bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
 };
 
-// Caps on what the parser holds: text held back while it may still be a marker or an uncommitted
-// call, and one call's text. Beyond them the held text is released as content and a started call is
-// closed.
+// Caps on what the parser holds: text held back while it may still be an uncommitted call (or an
+// XML value), and one call's text. Beyond them the held text is released as content and a started
+// call is closed.
 inline constexpr size_t kMaxHeldBytes = size_t{1} << 20;
 inline constexpr size_t kMaxCallBytes = size_t{1} << 20;
 inline constexpr size_t kMaxToolCalls = 256;
+// Whitespace the parser looks ahead over or holds back (before a marker that may come, at the end of
+// reasoning) is bounded too: only the last kMaxHeldWhitespace bytes of a run are held (and dropped
+// before a call or at the end of reasoning), and a longer run where a marker might follow means "no
+// marker". This keeps every push linear in its size.
+inline constexpr size_t kMaxHeldWhitespace = 256;
 
 // Incremental parser of generated text. Text arrives in pieces of whole UTF-8 characters that may cut
 // a marker ("<tool_call>", "</think>") in two: it holds back only what may still be the start of a
