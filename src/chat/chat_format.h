@@ -141,11 +141,16 @@ struct ToolChoice {
 Result<ToolChoice> parse_tool_choice(const nlohmann::json& j, const std::vector<ToolSpec>& tools);
 
 // GBNF (root rule `root`) constraining the whole assistant output to one call (or, when parallel,
-// one or more) in the format, with arguments valid for each tool's parameters schema; kFunction
-// allows only that tool. A thinking format first allows a reasoning part closed by think_close:
-// required when starts_in_reasoning, an optional <think>..</think> block otherwise. kAuto and kNone
-// need no grammar: the result is "". Error when a schema cannot be converted (names the tool) or
-// the format has no tool calls.
+// one or more, "\n" between them) in the format, with arguments valid for each tool's parameters
+// schema (grammar::json_schema_to_gbnf, rule prefix "t<i>-"; properties in the key order of
+// nlohmann::json, i.e. sorted); kFunction allows only that tool. A thinking format first allows a
+// reasoning part of at most 8192 characters without think_close, then think_close: required when
+// starts_in_reasoning, an optional think_open..think_close block otherwise. Qwen XML writes string
+// parameters raw: any text without </parameter>, </function> or </tool_call> (with minLength /
+// maxLength: that many characters other than '<'; pattern and format are not enforced), booleans as
+// true/false/True/False, other types as the JSON their schema allows. kAuto and kNone need no
+// grammar: the result is "". Error when a schema cannot be converted (names the tool) or the format
+// has no tool calls.
 Result<std::string> tool_call_grammar(const ChatFormat& format, const std::vector<ToolSpec>& tools,
                                       const ToolChoice& choice, bool parallel, bool starts_in_reasoning);
 
