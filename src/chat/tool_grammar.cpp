@@ -209,13 +209,14 @@ Result<std::string> tool_call_grammar(const ChatFormat& format, const std::vecto
                          ? "(" + any + ")"
                          : literal("<tool_call>\n") + " (" + any + ") " + literal("\n</tool_call>");
   std::string root = "root ::= ";
-  if (format.thinking) {
+  if (format.thinking && !format.think_open.empty() && !format.think_close.empty()) {
     std::string think = "think-text " + literal(format.think_close) + " think-ws";
     root += starts_in_reasoning ? think + " " : "(" + literal(format.think_open) + " " + think + ")? ";
     rules += text_without("think-text", {format.think_close}, fmt::format("{{0,{}}}", kMaxGrammarReasoningChars));
     rules += "think-ws ::= \"\\n\"{0,2}\n";
   }
-  root += "call-one" + std::string(parallel ? " (\"\\n\" call-one)*" : "") + "\n";
+  // Parallel: as many calls as the parser reads (kMaxToolCalls).
+  root += "call-one" + (parallel ? fmt::format(" (\"\\n\" call-one){{0,{}}}", kMaxToolCalls - 1) : "") + "\n";
   if (format.tools == ToolFormat::kQwenXml) rules += text_without("xml-text", {"</parameter>", "</function>", "</tool_call>"}, "*");
   return root + "call-one ::= " + call + "\n" + rules;
 }
