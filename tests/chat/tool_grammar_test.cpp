@@ -224,8 +224,13 @@ Walked walk(const std::shared_ptr<const grammar::Grammar>& g, uint32_t seed, int
     }
     bool structural = rng() % 2;
     for (size_t i = 0; i < logits.size(); ++i) logits[i] = noise(rng) + (structural ? bonus[i] : 0.0f);
-    m.mask(logits);
-    auto t = static_cast<text::Token>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    // The favourite when the grammar allows it, else the favourite of the masked row.
+    auto pick = [&] { return static_cast<text::Token>(std::max_element(logits.begin(), logits.end()) - logits.begin()); };
+    text::Token t = pick();
+    if (!m.allows(t)) {
+      m.mask(logits);
+      t = pick();
+    }
     if (vocab.is_eog(t)) {
       w.ended = true;
       break;
