@@ -45,6 +45,9 @@ struct ToolSpec {  // one OpenAI function tool
   std::string name;
   std::string description;
   nlohmann::json parameters;  // a JSON schema object ({"type":"object","properties":{}} when absent)
+  // The same schema in the client's key order, when parse_tools was given an ordered_json (null
+  // otherwise): tool_call_grammar then lists properties in that order, the order models write them.
+  nlohmann::ordered_json parameters_in_order = nullptr;
 };
 
 // Validates an OpenAI `tools` array: each {"type":"function","function":{"name","description"?,
@@ -53,6 +56,8 @@ struct ToolSpec {  // one OpenAI function tool
 inline constexpr size_t kMaxTools = 256;
 inline constexpr int kMaxSchemaDepth = 64;
 Result<std::vector<ToolSpec>> parse_tools(const nlohmann::json& tools);
+// The same from a body parsed as ordered_json, keeping each schema's key order (parameters_in_order).
+Result<std::vector<ToolSpec>> parse_tools_ordered(const nlohmann::ordered_json& tools);
 
 struct ToolCall {
   std::string id;
