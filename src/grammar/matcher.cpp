@@ -4,7 +4,6 @@
 // trie is then one lookup per trie node, and states repeat (inside a string, after each value), so
 // masking a 150k-token vocabulary touches the grammar only for new states.
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -23,7 +22,11 @@ constexpr uint32_t kEmptyStack = 0;     // the stack with nothing left: the gram
 constexpr uint32_t kMaxDepth = 1024;    // deeper nesting (e.g. JSON arrays) is not generated
 constexpr size_t kMaxStacks = 2048;     // per set; more is an ambiguous grammar
 constexpr size_t kMaxNodes = 1 << 21;   // caches are rebuilt from the current state past these
-constexpr size_t kMaxSets = 1 << 14;    // 1 KiB of transitions each
+constexpr size_t kMaxSets = 1 << 13;    // 1 KiB of transitions each
+// Within one mask no cache is rebuilt; past these a walk stops making states (the mask may then
+// leave out tokens, never let a wrong one in). 32 MiB of transitions at most.
+constexpr size_t kHardMaxNodes = kMaxNodes * 4;
+constexpr size_t kHardMaxSets = kMaxSets * 4;
 constexpr size_t kCachedMasks = 8;      // allowed-token vectors kept for recent states
 
 }  // namespace
@@ -114,7 +117,7 @@ class MatcherState {
 
   uint32_t make_node(uint32_t pos, uint32_t parent) {
     const uint32_t depth = nodes_[parent].depth + 1;
-    if (depth > kMaxDepth) return kNone;
+    if (depth > kMaxDepth || nodes_.size() >= kHardMaxNodes) return kNone;
     const uint64_t key = (static_cast<uint64_t>(pos) << 32) | parent;
     auto [it, added] = node_ids_.emplace(key, static_cast<uint32_t>(nodes_.size()));
     if (added) {
@@ -155,6 +158,10 @@ class MatcherState {
   }
 
   uint32_t compute_next(uint32_t set, uint8_t byte) {
+    if (sets_.size() >= kHardMaxSets) {
+      overflowed_ = true;
+      return kDead;
+    }
     std::vector<uint32_t> out;
     begin_closure();
     for (uint32_t s : stacks_of(set)) {  // (intern, which grows set_stacks_, comes after the loop)
