@@ -90,6 +90,13 @@ class Chat {
   text::ChatTemplate template_;
 };
 
+text::ChatMessage message(const std::string& role, const std::string& content) {
+  text::ChatMessage m;
+  m.role = role;
+  m.content = content;
+  return m;
+}
+
 std::string long_system_prompt() {
   std::string s = "You are a careful assistant. ";
   for (int i = 0; i < 16; ++i) s += "Rule " + std::to_string(i) + ": answer the user in short plain words. ";
@@ -110,11 +117,11 @@ void two_turns_reuse_the_first(runtime::EngineOptions options) {
   ASSERT_TRUE(engine);
   Scheduler scheduler(*engine);
   Chat chat(*engine, scheduler);
-  std::vector<text::ChatMessage> messages = {{"system", long_system_prompt()}, {"user", "Tell me about the sea."}};
+  std::vector<text::ChatMessage> messages = {message("system", long_system_prompt()), message("user", "Tell me about the sea.")};
   const Answer turn1 = chat.ask(messages);
   EXPECT_EQ(turn1.n_cached, 0);
-  messages.push_back({"assistant", turn1.text});
-  messages.push_back({"user", "And the sky?"});
+  messages.push_back(message("assistant", turn1.text));
+  messages.push_back(message("user", "And the sky?"));
   const Answer turn2 = chat.ask(messages);
   EXPECT_GE(turn2.n_cached, turn1.n_prompt * 9 / 10) << "turn 1 prompt " << turn1.n_prompt;
   EXPECT_LE(turn2.n_prompt - turn2.n_cached, turn1.n_prompt * 3 / 10);
@@ -167,13 +174,13 @@ TEST(PromptCache, two_slots_keep_two_conversations) {
   ASSERT_TRUE(engine);
   Scheduler scheduler(*engine);
   Chat chat(*engine, scheduler);
-  std::vector<text::ChatMessage> a = {{"system", long_system_prompt()}, {"user", "First story, please."}};
-  std::vector<text::ChatMessage> b = {{"system", "Be brief. " + long_system_prompt()}, {"user", "Second one."}};
+  std::vector<text::ChatMessage> a = {message("system", long_system_prompt()), message("user", "First story, please.")};
+  std::vector<text::ChatMessage> b = {message("system", "Be brief. " + long_system_prompt()), message("user", "Second one.")};
   const Answer a1 = chat.ask(a), b1 = chat.ask(b);
-  a.push_back({"assistant", a1.text});
-  a.push_back({"user", "More."});
-  b.push_back({"assistant", b1.text});
-  b.push_back({"user", "Again."});
+  a.push_back(message("assistant", a1.text));
+  a.push_back(message("user", "More."));
+  b.push_back(message("assistant", b1.text));
+  b.push_back(message("user", "Again."));
   const Answer a2 = chat.ask(a), b2 = chat.ask(b);
   EXPECT_GE(a2.n_cached, a1.n_prompt * 9 / 10);
   EXPECT_GE(b2.n_cached, b1.n_prompt * 9 / 10);
