@@ -19,20 +19,7 @@ constexpr int kMaxGrammarReasoningChars = 8192;
 // Longest XML string parameter with a maxLength the grammar spells out (the GBNF repetition bound).
 constexpr int64_t kMaxXmlStringChars = 10000;
 
-std::string literal(std::string_view bytes) {
-  std::string out = "\"";
-  for (char c : bytes) {
-    auto b = static_cast<unsigned char>(c);
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (b < 0x20) out += fmt::format("\\x{:02X}", b);
-    else out += c;
-  }
-  return out + "\"";
-}
+std::string literal(std::string_view bytes) { return grammar::gbnf_literal(bytes); }
 
 std::string class_char(char c) {
   auto b = static_cast<unsigned char>(c);

@@ -42,6 +42,9 @@ Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema, st
 // GBNF for any JSON object (response_format {"type": "json_object"}).
 std::string json_object_gbnf();
 
+// A GBNF literal ("...", escaped) matching exactly these bytes.
+std::string gbnf_literal(std::string_view bytes);
+
 class MatcherState;  // matcher.cpp: interned parse stacks and the transition cache
 
 // Per-request matching state over a vocabulary (which must outlive it). Not thread-safe; one per

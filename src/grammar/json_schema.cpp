@@ -15,6 +15,21 @@
 
 namespace strata::grammar {
 
+std::string gbnf_literal(std::string_view bytes) {
+  std::string out = "\"";
+  for (char c : bytes) {
+    const auto b = static_cast<uint8_t>(c);
+    if (c == '"') out += "\\\"";
+    else if (c == '\\') out += "\\\\";
+    else if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (b < 0x20) out += fmt::format("\\x{:02X}", b);
+    else out += c;
+  }
+  return out + "\"";
+}
+
 using json = nlohmann::ordered_json;
 
 namespace {
@@ -33,21 +48,7 @@ const std::set<std::string>& known_keywords() {
   return k;
 }
 
-// GBNF literal for raw bytes.
-std::string literal(std::string_view bytes) {
-  std::string out = "\"";
-  for (char c : bytes) {
-    const auto b = static_cast<uint8_t>(c);
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (b < 0x20) out += fmt::format("\\x{:02X}", b);
-    else out += c;
-  }
-  return out + "\"";
-}
+std::string literal(std::string_view bytes) { return gbnf_literal(bytes); }
 
 std::string json_text(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
 
