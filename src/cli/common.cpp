@@ -16,6 +16,7 @@ void add_model_flags(CLI::App& cmd, ModelFlags& f, bool with_context) {
   }
   cmd.add_option("-t,--threads", f.n_threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
   add_cluster_flags(cmd, f.cluster);
+  add_llama_flags(cmd, f.llama);
 }
 
 void add_cluster_flags(CLI::App& cmd, ClusterFlags& f) {
@@ -24,8 +25,10 @@ void add_cluster_flags(CLI::App& cmd, ClusterFlags& f) {
   cmd.add_option("--tensor-split", f.tensor_split,
                  "(-ts) layer ratios over the workers in --rpc order, e.g. 3,2; one extra leading value puts "
                  "this machine first")->group(group);
-  cmd.add_option("--n-gpu-layers", f.n_gpu_layers, "(-ngl) layers on the workers (the last N, output included); "
-                 "the rest stay here")->group(group)->check(CLI::Range(0, 1 << 20));
+  // llama.cpp's -ngl also takes auto (the default split) and all.
+  cmd.add_option("--n-gpu-layers,--gpu-layers", f.n_gpu_layers, "(-ngl) layers on the workers (the last N, output "
+                 "included; auto: the default split, all: every layer); the rest stay here")
+      ->group(group)->transform(CLI::Transformer({{"auto", "-1"}, {"all", "1048576"}}))->check(CLI::Range(-1, 1 << 20));
   cmd.add_option("--override-tensor", f.overrides,
                  "(-ot) pin tensors: REGEX=NODE[,REGEX=NODE...]; NODE is local/CPU, host:port or RPC<n>[host:port]; "
                  "a layer whose tensors are all pinned to one node is owned by that node")->group(group);
@@ -44,11 +47,14 @@ void add_cluster_flags(CLI::App& cmd, ClusterFlags& f) {
 }
 
 Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::LocalWorkers& workers) {
+  STRATA_TRY(apply_llama_flags(f.llama));
+  print_environment_notices();
+  print_notices(f.llama.notices);
   runtime::EngineOptions o;
   o.model_path = f.model;
   o.n_ctx = f.n_ctx;
   o.n_threads = f.n_threads;
-  o.n_batch = f.n_batch;
+  o.n_batch = f.llama.n_ubatch > 0 ? std::min(f.n_batch, f.llama.n_ubatch) : f.n_batch;
   o.n_seq = f.n_seq;
   const ClusterFlags& c = f.cluster;
   runtime::ClusterOptions& cluster = o.cluster;

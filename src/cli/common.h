@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "cli/llama_flags.h"
 #include "runtime/engine.h"
 #include "runtime/local_workers.h"
 #include "sampling/sampler.h"
@@ -31,13 +32,15 @@ struct ModelFlags {
   int32_t n_batch = 512;
   int32_t n_seq = 1;
   ClusterFlags cluster;
+  LlamaFlags llama;
 };
 
-// -m, -c, -t, -b and the cluster flags
+// -m, -c, -t, -b, the cluster flags and llama.cpp's common flags (llama_flags.h)
 void add_model_flags(CLI::App& cmd, ModelFlags& f, bool with_context = true);
 void add_cluster_flags(CLI::App& cmd, ClusterFlags& f);
 
-// Turns flags into engine options, starting --local-workers (kept alive in `workers`).
+// Turns flags into engine options, starting --local-workers (kept alive in `workers`). Applies the
+// logging flags and prints the notices of flags without effect first.
 Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::LocalWorkers& workers);
 // Loads the engine; a placement the planner refuses keeps its code, its message says so.
 Result<std::unique_ptr<runtime::Engine>> load_engine(const ModelFlags& f, runtime::LocalWorkers& workers);

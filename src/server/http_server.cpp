@@ -19,6 +19,7 @@
 #include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/scheduler.h"
+#include "server/tokenize_api.h"
 #include "server/web_ui.h"
 #include "text/chat_template.h"
 
@@ -337,6 +338,11 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   http.Get("/v1/cluster", cluster);
   http.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) { api.completions(req, res, true); });
   http.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) { api.completions(req, res, false); });
+  add_tokenize_routes(http, {[&](const httplib::Request& req, httplib::Response& res) { return api.authorized(req, res); },
+                             [&](httplib::Response& res) -> const text::Vocab* {
+                               Ready* r = api.require_ready(res);
+                               return r ? &r->engine->vocab() : nullptr;
+                             }});
   http.Get("/", [&](const httplib::Request& req, httplib::Response& res) {
     if (!api.authorized(req, res, true)) return;
     res.set_content(web_ui_html(), "text/html; charset=utf-8");

@@ -1,0 +1,138 @@
+#include "server/tokenize_api.h"
+
+#include <fmt/core.h>
+
+namespace strata::server {
+namespace {
+
+using nlohmann::json;
+
+ApiError bad(std::string param, std::string message) {
+  ApiError e;
+  e.param = std::move(param);
+  e.message = std::move(message);
+  return e;
+}
+
+// Strict UTF-8: shortest forms, no surrogates, nothing above U+10FFFF.
+bool valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<uint8_t>(s[i]);
+    size_t n = 0;
+    uint32_t cpt = 0;
+    if (b < 0x80) n = 1, cpt = b;
+    else if (b >= 0xC2 && b < 0xE0) n = 2, cpt = b & 0x1F;
+    else if (b >= 0xE0 && b < 0xF0) n = 3, cpt = b & 0x0F;
+    else if (b >= 0xF0 && b < 0xF5) n = 4, cpt = b & 0x07;
+    else return false;
+    if (i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      const auto c = static_cast<uint8_t>(s[i + k]);
+      if ((c & 0xC0) != 0x80) return false;
+      cpt = (cpt << 6) | (c & 0x3F);
+    }
+    if ((n == 3 && cpt < 0x800) || (n == 4 && (cpt < 0x10000 || cpt > 0x10FFFF)) || (cpt >= 0xD800 && cpt <= 0xDFFF)) {
+      return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+json piece_json(const std::string& piece) {
+  if (valid_utf8(piece)) return piece;
+  json bytes = json::array();
+  for (unsigned char c : piece) bytes.push_back(c);
+  return bytes;
+}
+
+// The body as a JSON object, within the size and nesting limits.
+std::optional<ApiError> parse_object(const std::string& body, json& j) {
+  if (body.size() > kMaxTokenizeBodyBytes) {
+    ApiError e = bad("", fmt::format("the body has {} bytes, more than {}", body.size(), kMaxTokenizeBodyBytes));
+    e.status = 413;
+    return e;
+  }
+  if (json_nesting_depth(body) > kMaxJsonDepth) return bad("", fmt::format("the body nests deeper than {}", kMaxJsonDepth));
+  j = json::parse(body, nullptr, false);
+  if (j.is_discarded()) return bad("", "the body is not valid JSON");
+  if (!j.is_object()) return bad("", "the body must be a JSON object");
+  return std::nullopt;
+}
+
+std::optional<ApiError> flag(const json& j, const char* name, bool& value) {
+  if (!j.contains(name) || j[name].is_null()) return std::nullopt;
+  if (!j[name].is_boolean()) return bad(name, fmt::format("'{}' must be a boolean", name));
+  value = j[name].get<bool>();
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> tokenize_request(const text::Vocab& vocab, const std::string& body, json& out) {
+  json j;
+  if (auto e = parse_object(body, j)) return e;
+  bool add_special = false, parse_special = true, with_pieces = false;
+  if (auto e = flag(j, "add_special", add_special)) return e;
+  if (auto e = flag(j, "parse_special", parse_special)) return e;
+  if (auto e = flag(j, "with_pieces", with_pieces)) return e;
+  std::string content;
+  if (j.contains("content") && !j["content"].is_null()) {
+    if (!j["content"].is_string()) return bad("content", "'content' must be a string");
+    content = j["content"].get<std::string>();
+  }
+  const std::vector<text::Token> ids = vocab.tokenize(content, add_special, parse_special);
+  json tokens = json::array();
+  for (text::Token t : ids) {
+    if (with_pieces) {
+      tokens.push_back({{"id", t}, {"piece", piece_json(vocab.token_to_piece(t, true))}});
+    } else {
+      tokens.push_back(t);
+    }
+  }
+  out = {{"tokens", std::move(tokens)}};
+  return std::nullopt;
+}
+
+std::optional<ApiError> detokenize_request(const text::Vocab& vocab, const std::string& body, json& out) {
+  json j;
+  if (auto e = parse_object(body, j)) return e;
+  std::vector<text::Token> ids;
+  if (j.contains("tokens") && !j["tokens"].is_null()) {
+    const json& tokens = j["tokens"];
+    if (!tokens.is_array()) return bad("tokens", "'tokens' must be an array of token ids");
+    ids.reserve(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const json& t = tokens[i];
+      if (!t.is_number_integer()) return bad("tokens", fmt::format("tokens[{}] is not an integer token id", i));
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id >= vocab.n_tokens()) {
+        return bad("tokens", fmt::format("tokens[{}] = {} is out of range: the vocabulary has {} tokens (0 to {})", i,
+                                         id, vocab.n_tokens(), vocab.n_tokens() - 1));
+      }
+      ids.push_back(static_cast<text::Token>(id));
+    }
+  }
+  // llama-server renders special tokens' text and keeps them (common_detokenize(..., special = true)).
+  out = {{"content", vocab.detokenize(ids, false, true)}};
+  return std::nullopt;
+}
+
+void add_tokenize_routes(httplib::Server& http, TokenizeHooks hooks) {
+  auto route = [hooks](auto handle) {
+    return [hooks, handle](const httplib::Request& req, httplib::Response& res) {
+      if (!hooks.authorized(req, res)) return;
+      const text::Vocab* vocab = hooks.vocab(res);
+      if (!vocab) return;
+      json out;
+      const std::optional<ApiError> e = handle(*vocab, req.body, out);
+      res.status = e ? e->status : 200;
+      const json& body = e ? e->body() : out;
+      res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+    };
+  };
+  http.Post("/tokenize", route(tokenize_request));
+  http.Post("/detokenize", route(detokenize_request));
+}
+
+}  // namespace strata::server

@@ -1,0 +1,36 @@
+// llama-server's /tokenize and /detokenize, with its field names:
+//   POST /tokenize   {content, add_special = false, parse_special = true, with_pieces = false}
+//                    -> {tokens: [id, ...]}, or with_pieces: {tokens: [{id, piece}, ...]} where a piece
+//                       is a string when it is valid UTF-8 on its own, else the array of its bytes
+//   POST /detokenize {tokens: [id, ...]} -> {content}
+#pragma once
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "server/openai_api.h"
+#include "text/vocab.h"
+
+namespace strata::server {
+
+inline constexpr size_t kMaxTokenizeBodyBytes = size_t{4} << 20;
+
+// The response body for a /tokenize or /detokenize request body, or the error naming the field.
+std::optional<ApiError> tokenize_request(const text::Vocab& vocab, const std::string& body, nlohmann::json& out);
+std::optional<ApiError> detokenize_request(const text::Vocab& vocab, const std::string& body, nlohmann::json& out);
+
+// What the routes need from the server: its authorization (false: it has answered 401) and the
+// loaded model's vocabulary (nullptr: it has answered 503 while loading).
+struct TokenizeHooks {
+  std::function<bool(const httplib::Request&, httplib::Response&)> authorized;
+  std::function<const text::Vocab*(httplib::Response&)> vocab;
+};
+
+// Registers POST /tokenize and POST /detokenize.
+void add_tokenize_routes(httplib::Server& http, TokenizeHooks hooks);
+
+}  // namespace strata::server
