@@ -58,6 +58,7 @@ Result<GenerationStats> generate(Engine& engine, const GenerationRequest& reques
   params.prompt = request.prompt;
   params.max_tokens = request.n_predict;
   params.ignore_eos = request.ignore_eos;
+  params.grammar = request.grammar;
   params.sampling = sampler.params();
   Generation gen(std::move(params), request.seq, generation_model(engine), std::move(sampler));
   // Only the candidates the sampler can keep cross the network (all of them when penalties are on).

@@ -12,10 +12,18 @@ Generation::Generation(GenerationParams params, int32_t seq, const GenerationMod
     : params_(std::move(params)), seq_(seq), model_(model), sampler_(std::move(sampler)) {
   // Penalties count the prompt's tokens too.
   for (text::Token t : params_.prompt) sampler_.accept(t);
+  if (params_.grammar) {
+    matcher_.emplace(params_.grammar, *model_.vocab);
+    if (params_.ignore_eos) {
+      for (text::Token t = 0; t < model_.vocab->n_tokens(); ++t) {
+        if (model_.vocab->is_eog(t)) eog_tokens_.push_back(t);
+      }
+    }
+  }
 }
 
 int32_t Generation::candidates_needed() const {
-  if (params_.top_logprobs >= 0) return 0;
+  if (params_.top_logprobs >= 0 || matcher_) return 0;
   return sampling::candidates_needed(sampler_.params(), model_.n_vocab);
 }
 
@@ -43,17 +51,27 @@ Feed Generation::feed(model::Batch& batch, int32_t budget) {
 
 GenerationStep Generation::next_token(std::span<const float> logits) {
   GenerationStep step;
-  step.token = sampler_.sample(logits);
+  const text::Vocab& vocab = *model_.vocab;
+  step.token = matcher_ ? sample_with_grammar(logits) : sampler_.sample(logits);
+  if (step.token < 0) {  // the grammar allows no token of this vocabulary
+    step.token = vocab.eos();
+    step.end_of_generation = true;
+    return finish(step, "stop");
+  }
   sampler_.accept(step.token);
   ++n_generated_;
   if (params_.top_logprobs >= 0) step.logprobs.push_back(logprob_of(step.token, logits));
-  const text::Vocab& vocab = *model_.vocab;
   if (!params_.ignore_eos && vocab.is_eog(step.token)) {
+    step.end_of_generation = true;
+    return finish(step, "stop");
+  }
+  if (matcher_ && !matcher_->accept(step.token).ok()) {  // sample_with_grammar checked it: not reached
     step.end_of_generation = true;
     return finish(step, "stop");
   }
   held_ += utf8_.push(vocab.token_to_piece(step.token, false));
   if (cut_at_stop_string()) return finish(step, "stop");
+  if (matcher_ && matcher_->finished()) return finish(step, "stop");
   if (params_.max_tokens >= 0 && n_generated_ >= params_.max_tokens) return finish(step, "length");
   // The context is full once the prompt and the generated tokens fill the sequence's cells: the
   // token just sampled would take the last one. So prompt + completion <= n_ctx_per_seq, as the
@@ -65,6 +83,29 @@ GenerationStep Generation::next_token(std::span<const float> logits) {
   held_.erase(0, keep_from);
   next_ = step.token;
   return step;
+}
+
+bool Generation::grammar_allows(text::Token token) const {
+  if (token < 0 || !matcher_->allows(token)) return false;
+  return !params_.ignore_eos || !model_.vocab->is_eog(token);
+}
+
+// The fast path samples from the whole row and checks only the chosen token; when the grammar
+// refuses it, the row is masked (one walk of the vocabulary trie) and sampled again. -1 when the
+// grammar allows no token at all.
+text::Token Generation::sample_with_grammar(std::span<const float> logits) {
+  const text::Token first = sampler_.sample(logits);
+  if (grammar_allows(first)) return first;
+  masked_.assign(logits.begin(), logits.end());
+  matcher_->mask(masked_);
+  for (text::Token t : eog_tokens_) {
+    if (static_cast<size_t>(t) < masked_.size()) masked_[static_cast<size_t>(t)] = -INFINITY;
+  }
+  const auto best = std::max_element(masked_.begin(), masked_.end());
+  if (best == masked_.end() || !std::isfinite(*best)) return -1;
+  const text::Token t = sampler_.sample(masked_);
+  // A draw can land on a -inf entry only by a uniform draw of exactly 0: take the best allowed one.
+  return grammar_allows(t) ? t : static_cast<text::Token>(best - masked_.begin());
 }
 
 std::string Generation::finish_early() {

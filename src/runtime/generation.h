@@ -6,11 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "model/batch.h"
 #include "sampling/sampler.h"
 #include "text/vocab.h"
@@ -24,6 +27,9 @@ struct GenerationParams {
   sampling::Params sampling;
   std::vector<std::string> stop;
   int32_t top_logprobs = -1;  // -1: no logprobs; 0..20: the chosen token's, plus that many alternatives
+  // When set, every token is one the grammar allows, end-of-generation only where it may end, and
+  // the generation stops ("stop") once the grammar is complete with nothing more allowed.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 struct TokenLogprob {
@@ -75,7 +81,8 @@ class Generation {
   bool done() const { return done_; }
 
   // How many of each logits row's best entries the sampler can use (Engine::decode's top_k): 0 for
-  // whole rows, which logprobs need (their normalizer is over the full vocabulary).
+  // whole rows, which logprobs need (their normalizer is over the full vocabulary) and so does a
+  // grammar (none of a row's top-k tokens may be allowed).
   int32_t candidates_needed() const;
 
   // Adds this generation's next rows while the batch holds fewer than `budget`: the sampled token
@@ -92,6 +99,8 @@ class Generation {
 
  private:
   TokenLogprob logprob_of(text::Token token, std::span<const float> logits) const;
+  text::Token sample_with_grammar(std::span<const float> logits);
+  bool grammar_allows(text::Token token) const;
   bool cut_at_stop_string();
   size_t held_back_from() const;
   GenerationStep& finish(GenerationStep& step, const char* reason);
@@ -107,6 +116,9 @@ class Generation {
   text::Utf8Stream utf8_;
   std::string held_;        // text held back while it may be the start of a stop string
   bool done_ = false;
+  std::optional<grammar::Matcher> matcher_;  // when params_.grammar is set
+  std::vector<text::Token> eog_tokens_;      // masked with a grammar when ignore_eos
+  std::vector<float> masked_;                // the row with the grammar's mask applied
 };
 
 }  // namespace strata::runtime
