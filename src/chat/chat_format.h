@@ -1,0 +1,147 @@
+// Chat output formats per template family: which family a chat template belongs to, the OpenAI `tools`
+// and `tool_choice` fields, and an incremental parser that splits generated text into reasoning,
+// content and tool calls (streamed as OpenAI-style deltas), plus the GBNF that forces tool calls.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace strata::chat {
+
+enum class ToolFormat {
+  kNone,
+  kHermesJson,  // <tool_call>\n{"name": .., "arguments": {..}}\n</tool_call>: Qwen2.5, Qwen3, Hermes
+  kQwenXml,     // Qwen3-Coder / Qwen3.5 / Qwen3.6: <tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n
+                // </parameter>\n</function>\n</tool_call>
+  kLlama3Json,  // Llama 3.x: {"name": .., "parameters": {..}} (optionally after <|python_tag|>)
+};
+
+std::string_view tool_format_name(ToolFormat format);
+
+struct ChatFormat {
+  ToolFormat tools = ToolFormat::kNone;
+  bool thinking = false;  // the template emits/accepts <think>...</think>
+  std::string think_open = "<think>", think_close = "</think>";
+};
+
+// Which family a chat template is, from its source. A template that writes <function=..> and
+// <parameter=..> is kQwenXml; one that mentions <tool_call> is kHermesJson; a Llama 3 header template
+// that mentions <|python_tag|> or "parameters" is kLlama3Json; anything else kNone. Never fails.
+ChatFormat detect_format(std::string_view template_source);
+
+// Whether a rendered prompt leaves the model inside an open think block (Qwen3.5/3.6 end their
+// generation prompt with "<think>\n"): the prompt, trailing whitespace aside, ends with think_open.
+// This is OutputParser's starts_in_reasoning.
+bool prompt_opens_reasoning(const ChatFormat& format, std::string_view prompt);
+
+struct ToolSpec {  // one OpenAI function tool
+  std::string name;
+  std::string description;
+  nlohmann::json parameters;  // a JSON schema object ({"type":"object","properties":{}} when absent)
+};
+
+// Validates an OpenAI `tools` array: each {"type":"function","function":{"name","description"?,
+// "parameters"?}}, names [A-Za-z0-9_-]{1,64} and unique, parameters an object; at most kMaxTools tools
+// and schemas nested at most kMaxSchemaDepth deep. The error names the field (tools[2].function.name).
+inline constexpr size_t kMaxTools = 256;
+inline constexpr int kMaxSchemaDepth = 64;
+Result<std::vector<ToolSpec>> parse_tools(const nlohmann::json& tools);
+
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments_json;  // a JSON object's text
+  bool operator==(const ToolCall&) const = default;
+};
+
+struct ToolCallDelta {  // one OpenAI streaming piece: id and name come once, in the call's first piece
+  int32_t index = 0;
+  std::string id, name, arguments;
+};
+
+struct OutputDelta {
+  std::string reasoning, content;
+  std::vector<ToolCallDelta> tool_calls;
+  bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
+};
+
+// Caps on what the parser holds: text held back while it may still be a marker or an uncommitted
+// call, and one call's text. Beyond them the held text is released as content and a started call is
+// closed.
+inline constexpr size_t kMaxHeldBytes = size_t{1} << 20;
+inline constexpr size_t kMaxCallBytes = size_t{1} << 20;
+inline constexpr size_t kMaxToolCalls = 256;
+
+// Incremental parser of generated text. Text arrives in pieces of whole UTF-8 characters that may cut
+// a marker ("<tool_call>", "</think>") in two: it holds back only what may still be the start of a
+// marker (or of a call) and releases the rest. Invariant: the concatenation of every delta's fields
+// (and of one index's `arguments`) equals reasoning(), content() and tool_calls() at every point.
+//
+// * Reasoning: text up to think_close is reasoning when starts_in_reasoning or when the output starts
+//   (after whitespace) with think_open; tags are removed and the reasoning is trimmed of whitespace
+//   at both ends, as is the content's start after think_close (llama-server does the same).
+//   split_reasoning false: everything stays in content verbatim, tags included.
+// * Tool calls (parse_tools): a call is committed, and its first delta (index, id, name) emitted, as
+//   soon as its name is known; JSON arguments then stream as they arrive (held only at points the
+//   text could not yet be closed into valid JSON), XML arguments at the end of each parameter. A
+//   committed call is never taken back: if its text breaks off or turns malformed, its arguments are
+//   closed into valid JSON and the rest of the text is content. Text that never became a committed
+//   call (a marker followed by something else, an unterminated "<tool_call>\n{\"na") is content;
+//   a JSON call whose keys come in another order is held whole and parsed at its end (or at finish()).
+//   Content before a call is content, whitespace before, between and after calls is dropped.
+// * Ids: "call_" + 24 alphanumerics from a per-parser generator (random; set_call_id_seed makes them
+//   deterministic).
+class OutputParser {
+ public:
+  // starts_in_reasoning: the prompt ended inside an open think_open (the generation prompt opened it).
+  // split_reasoning: false for --reasoning-format none. parse_tools: a request with tools (and
+  // tool_choice != none). tools: their schemas, used to type kQwenXml parameter values (without
+  // them every value is a string).
+  OutputParser(ChatFormat format, bool starts_in_reasoning, bool split_reasoning, bool parse_tools,
+               std::vector<ToolSpec> tools = {});
+  ~OutputParser();
+  OutputParser(OutputParser&&) noexcept;
+  OutputParser& operator=(OutputParser&&) noexcept;
+
+  OutputDelta push(std::string_view text);
+  // End of generation: releases held text; a call whose JSON is complete but unterminated is parsed,
+  // other uncommitted call text is content, a committed call is closed. Later pushes are ignored.
+  OutputDelta finish();
+
+  const std::string& reasoning() const;
+  const std::string& content() const;
+  const std::vector<ToolCall>& tool_calls() const;
+  void set_call_id_seed(uint64_t seed);
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+struct ToolChoice {
+  enum Kind { kAuto, kNone, kRequired, kFunction } kind = kAuto;
+  std::string function;  // kFunction: the tool's name
+};
+
+// "auto" / "none" / "required" / {"type":"function","function":{"name":..}} (a name among `tools`);
+// null means auto. "required" or a function with no tools is an error.
+Result<ToolChoice> parse_tool_choice(const nlohmann::json& j, const std::vector<ToolSpec>& tools);
+
+// GBNF (root rule `root`) constraining the whole assistant output to one call (or, when parallel,
+// one or more) in the format, with arguments valid for each tool's parameters schema; kFunction
+// allows only that tool. A thinking format first allows a reasoning part closed by think_close:
+// required when starts_in_reasoning, an optional <think>..</think> block otherwise. kAuto and kNone
+// need no grammar: the result is "". Error when a schema cannot be converted (names the tool) or
+// the format has no tool calls.
+Result<std::string> tool_call_grammar(const ChatFormat& format, const std::vector<ToolSpec>& tools,
+                                      const ToolChoice& choice, bool parallel, bool starts_in_reasoning);
+
+}  // namespace strata::chat
