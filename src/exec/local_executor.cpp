@@ -48,6 +48,9 @@ Status LocalExecutor::seq_op(SeqOp op, int32_t seq, int32_t p0, int32_t dst) {
     case SeqOp::kClear: return runner_->clear_seq(seq);
     case SeqOp::kRemoveFrom: return runner_->remove_from(seq, p0);
     case SeqOp::kCopy: return runner_->copy_seq(seq, dst);
+    case SeqOp::kSaveCheckpoint: return runner_->save_checkpoint(seq, p0);
+    case SeqOp::kRestoreCheckpoint: return runner_->restore_checkpoint(seq, p0);
+    case SeqOp::kDropCheckpoint: return runner_->drop_checkpoint(seq, p0);
   }
   return make_error("local: unknown sequence operation");
 }

@@ -59,7 +59,8 @@ struct LoadProgress {
 };
 using ProgressFn = std::function<void(const LoadProgress&)>;
 
-enum class SeqOp { kClear, kRemoveFrom, kCopy };
+// kCopy copies seq to dst. The checkpoint operations take the position in p0 (model::StageRunner).
+enum class SeqOp { kClear, kRemoveFrom, kCopy, kSaveCheckpoint, kRestoreCheckpoint, kDropCheckpoint };
 
 class StageExecutor {
  public:

@@ -16,13 +16,23 @@ uint64_t RecurrentState::bytes_per_layer_seq(const RecurrentConfig& c) {
                  sizeof(float));
 }
 
+namespace {
+uint64_t kept_layers(const RecurrentConfig& c) {
+  return static_cast<uint64_t>(std::count(c.layer_has_state.begin(), c.layer_has_state.end(), 1));
+}
+}  // namespace
+
+uint64_t RecurrentState::checkpoint_bytes(const RecurrentConfig& c) {
+  return sat_mul(sat_mul(kept_layers(c), uint64_t(std::max(c.n_seq, 0))), uint64_t(std::max(c.n_checkpoints, 0)),
+                 bytes_per_layer_seq(c));
+}
+
 uint64_t RecurrentState::bytes_needed(const RecurrentConfig& c) {
-  const uint64_t layers = static_cast<uint64_t>(std::count(c.layer_has_state.begin(), c.layer_has_state.end(), 1));
-  return sat_mul(layers, uint64_t(std::max(c.n_seq, 0)), bytes_per_layer_seq(c));
+  return sat_add(sat_mul(kept_layers(c), uint64_t(std::max(c.n_seq, 0)), bytes_per_layer_seq(c)), checkpoint_bytes(c));
 }
 
 Result<RecurrentState> RecurrentState::create(const RecurrentConfig& config) {
-  if (config.n_seq < 1 || config.conv_rows < 0 || config.conv_channels < 0 || config.n_heads < 0 ||
+  if (config.n_seq < 1 || config.n_checkpoints < 0 || config.conv_rows < 0 || config.conv_channels < 0 || config.n_heads < 0 ||
       config.head_k_dim < 0 || config.head_v_dim < 0 ||
       static_cast<int32_t>(config.layer_has_state.size()) != config.n_layer) {
     return make_error("recurrent state: bad configuration (n_seq {}, {} layer flags for {} layers)", config.n_seq,
@@ -47,6 +57,8 @@ Result<RecurrentState> RecurrentState::create(const RecurrentConfig& config) {
     return make_error("recurrent state: cannot allocate {} bytes", bytes_needed(config));
   }
   s.n_past_.assign(config.n_seq, 0);
+  s.checkpoints_.resize(config.n_seq);
+  s.n_kept_layers_ = n;
   return s;
 }
 
@@ -58,6 +70,7 @@ Status RecurrentState::clear(int seq) {
     std::fill_n(ssm(il, seq), ssm_size(), 0.0f);
   }
   n_past_[seq] = 0;
+  checkpoints_[seq].clear();
   return {};
 }
 
@@ -82,6 +95,67 @@ Status RecurrentState::copy(int src, int dst) {
   }
   n_past_[dst] = n_past_[src];
   return {};
+}
+
+RecurrentState::Checkpoint* RecurrentState::find_checkpoint(int seq, int32_t pos) {
+  for (Checkpoint& c : checkpoints_[seq]) {
+    if (c.pos == pos) return &c;
+  }
+  return nullptr;
+}
+
+Status RecurrentState::save_checkpoint(int seq) {
+  if (!valid_seq(seq)) return make_error("recurrent state: sequence {} out of range", seq);
+  Checkpoint* c = find_checkpoint(seq, n_past_[seq]);
+  if (!c) {
+    if (static_cast<int32_t>(checkpoints_[seq].size()) >= config_.n_checkpoints) {
+      return make_error(ErrorCode::kResourceExhausted, "sequence {}: {} state checkpoints are kept already (the most "
+                        "planned); drop one first", seq, checkpoints_[seq].size());
+    }
+    try {
+      Checkpoint fresh;
+      fresh.pos = n_past_[seq];
+      fresh.conv.resize(static_cast<size_t>(n_kept_layers_) * conv_size());
+      fresh.ssm.resize(static_cast<size_t>(n_kept_layers_) * ssm_size());
+      checkpoints_[seq].push_back(std::move(fresh));
+    } catch (const std::bad_alloc&) {
+      return make_error(ErrorCode::kResourceExhausted, "sequence {}: cannot allocate a state checkpoint", seq);
+    }
+    c = &checkpoints_[seq].back();
+  }
+  for (int il = 0; il < config_.n_layer; ++il) {
+    if (slot_[il] < 0) continue;
+    std::memcpy(c->conv.data() + slot_[il] * conv_size(), conv(il, seq), conv_size() * sizeof(float));
+    std::memcpy(c->ssm.data() + slot_[il] * ssm_size(), ssm(il, seq), ssm_size() * sizeof(float));
+  }
+  return {};
+}
+
+Status RecurrentState::restore_checkpoint(int seq, int32_t pos) {
+  if (!valid_seq(seq)) return make_error("recurrent state: sequence {} out of range", seq);
+  const Checkpoint* c = find_checkpoint(seq, pos);
+  if (!c) return make_error(ErrorCode::kNotFound, "sequence {}: no state checkpoint at position {}", seq, pos);
+  for (int il = 0; il < config_.n_layer; ++il) {
+    if (slot_[il] < 0) continue;
+    std::memcpy(conv(il, seq), c->conv.data() + slot_[il] * conv_size(), conv_size() * sizeof(float));
+    std::memcpy(ssm(il, seq), c->ssm.data() + slot_[il] * ssm_size(), ssm_size() * sizeof(float));
+  }
+  n_past_[seq] = pos;
+  return {};
+}
+
+Status RecurrentState::drop_checkpoint(int seq, int32_t pos) {
+  if (!valid_seq(seq)) return make_error("recurrent state: sequence {} out of range", seq);
+  auto& list = checkpoints_[seq];
+  std::erase_if(list, [&](const Checkpoint& c) { return pos < 0 || c.pos == pos; });
+  return {};
+}
+
+std::vector<int32_t> RecurrentState::checkpoint_positions(int seq) const {
+  std::vector<int32_t> out;
+  if (!valid_seq(seq)) return out;
+  for (const Checkpoint& c : checkpoints_[seq]) out.push_back(c.pos);
+  return out;
 }
 
 }  // namespace strata::memory

@@ -11,6 +11,11 @@
 // Rolling back: a recurrent state summarizes every token it has seen and cannot be rewound. So
 // remove_from(seq, p0) is a no-op when p0 >= n_past(seq), clears the sequence when p0 == 0, and is
 // an error for 0 < p0 < n_past (nothing is changed then).
+//
+// Checkpoints make a prefix reusable anyway: save_checkpoint copies a sequence's state (tagged with
+// its n_past) and restore_checkpoint puts it back, so a server slot can resume from the newest
+// checkpoint at or before the prefix it shares with the next request. At most n_checkpoints per
+// sequence are kept (the planner counts their bytes); their memory is taken when they are saved.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +35,7 @@ struct RecurrentConfig {
   int32_t head_k_dim = 0;
   int32_t head_v_dim = 0;
   int32_t n_seq = 1;
+  int32_t n_checkpoints = 0;             // per sequence
 };
 
 class RecurrentState {
@@ -39,6 +45,8 @@ class RecurrentState {
   // Both saturate (kSaturated) instead of overflowing.
   static uint64_t bytes_per_layer_seq(const RecurrentConfig& config);
   static uint64_t bytes_needed(const RecurrentConfig& config);
+  // The checkpoints' share of bytes_needed (n_checkpoints per sequence, every kept layer).
+  static uint64_t checkpoint_bytes(const RecurrentConfig& config);
 
   const RecurrentConfig& config() const { return config_; }
   size_t bytes() const { return (conv_.size() + ssm_.size()) * sizeof(float); }
@@ -59,7 +67,19 @@ class RecurrentState {
   Status remove_from(int seq, int32_t p0);
   Status copy(int src_seq, int dst_seq);
 
+  // Checkpoints of a sequence. save refuses when n_checkpoints are kept (drop one first); restore
+  // needs a checkpoint at exactly `pos`; drop with pos < 0 drops them all. clear drops them too.
+  Status save_checkpoint(int seq);
+  Status restore_checkpoint(int seq, int32_t pos);
+  Status drop_checkpoint(int seq, int32_t pos);
+  std::vector<int32_t> checkpoint_positions(int seq) const;
+
  private:
+  struct Checkpoint {
+    int32_t pos = 0;
+    std::vector<float> conv, ssm;  // every kept layer's state of the sequence, in layer order
+  };
+  Checkpoint* find_checkpoint(int seq, int32_t pos);
   size_t conv_size() const { return static_cast<size_t>(config_.conv_rows) * config_.conv_channels; }
   size_t ssm_size() const {
     return static_cast<size_t>(config_.n_heads) * config_.head_k_dim * config_.head_v_dim;
@@ -71,6 +91,8 @@ class RecurrentState {
   std::vector<int32_t> slot_;  // layer -> index among the layers kept here, or -1
   std::vector<float> conv_, ssm_;
   std::vector<int32_t> n_past_;
+  std::vector<std::vector<Checkpoint>> checkpoints_;  // per sequence
+  int32_t n_kept_layers_ = 0;
 };
 
 }  // namespace strata::memory

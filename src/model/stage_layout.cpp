@@ -131,7 +131,10 @@ StageBytes stage_bytes(const HParams& hp, const Architecture& arch, const StageC
   b.weights = weight_bytes;
   b.kv = memory::KvCache::bytes_needed(kv_config(hp, arch, stage));
   for (int il = 0; il < hp.n_layer && il < static_cast<int>(stage.owned.size()); ++il) {
-    if (stage.owned[il]) b.state = sat_add(b.state, arch.recurrent_state_bytes(hp, il, stage.n_seq));
+    if (!stage.owned[il]) continue;
+    b.state = sat_add(b.state, arch.recurrent_state_bytes(hp, il, stage.n_seq));
+    const uint64_t copies = sat_mul(uint64_t(std::max(stage.n_seq, 0)), uint64_t(std::max(stage.n_checkpoints, 0)));
+    b.checkpoints = sat_add(b.checkpoints, arch.recurrent_state_bytes(hp, il, static_cast<int32_t>(std::min<uint64_t>(copies, 1u << 30))));
   }
   b.scratch = scratch_bytes(hp, stage);
   return b;

@@ -23,6 +23,7 @@ struct StageConfig {
   int32_t n_ctx_per_seq = 0;
   int32_t n_batch = 512;
   int32_t n_threads = 1;
+  int32_t n_checkpoints = 0;  // recurrent-state checkpoints kept per sequence (prompt caching)
 };
 
 struct StageBytes {
@@ -30,7 +31,8 @@ struct StageBytes {
   uint64_t kv = 0;
   uint64_t state = 0;    // recurrent state (conv + delta-rule matrices)
   uint64_t scratch = 0;  // working memory of the largest batch (scratch_bytes)
-  uint64_t total() const { return sat_add(sat_add(weights, kv), sat_add(state, scratch)); }
+  uint64_t checkpoints = 0;  // recurrent-state checkpoints, n_checkpoints per sequence
+  uint64_t total() const { return sat_add(sat_add(sat_add(weights, kv), sat_add(state, scratch)), checkpoints); }
 };
 
 // The one rule for which tensors a stage reads: the tensors of the layers it runs, rope_freqs when it

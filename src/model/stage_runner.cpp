@@ -39,7 +39,9 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
   const memory::KvConfig kv = kv_config(hp, r->model_->architecture(), config);
   STRATA_ASSIGN(r->kv_, memory::KvCache::create(kv));
   if (hp.has_recurrent_layers()) {
-    STRATA_ASSIGN(r->recurrent_, memory::RecurrentState::create(recurrent_config(hp, config.owned, config.n_seq)));
+    memory::RecurrentConfig rc = recurrent_config(hp, config.owned, config.n_seq);
+    rc.n_checkpoints = config.n_checkpoints;
+    STRATA_ASSIGN(r->recurrent_, memory::RecurrentState::create(rc));
   }
   r->pool_ = std::make_unique<tensor::ThreadPool>(config.n_threads);
   return r;
@@ -143,6 +145,28 @@ Status StageRunner::clear_seq(int32_t seq) {
 Status StageRunner::remove_from(int32_t seq, int32_t p0) {
   if (recurrent_) STRATA_TRY(recurrent_->remove_from(seq, p0));
   return kv_.remove_from(seq, p0);
+}
+
+Status StageRunner::save_checkpoint(int32_t seq, int32_t pos) {
+  if (seq < 0 || seq >= config_.n_seq) return make_error("sequence {} out of range", seq);
+  if (pos != kv_.n_past(seq)) {
+    return make_error("sequence {}: a checkpoint at position {} asked for, but the sequence holds {}", seq, pos, kv_.n_past(seq));
+  }
+  return recurrent_ ? recurrent_->save_checkpoint(seq) : Status{};
+}
+
+Status StageRunner::restore_checkpoint(int32_t seq, int32_t pos) {
+  if (seq < 0 || seq >= config_.n_seq) return make_error("sequence {} out of range", seq);
+  if (pos < 0 || pos > kv_.n_past(seq)) {
+    return make_error("sequence {}: cannot restore position {} (the sequence holds {})", seq, pos, kv_.n_past(seq));
+  }
+  if (recurrent_) STRATA_TRY(recurrent_->restore_checkpoint(seq, pos));
+  return kv_.remove_from(seq, pos);
+}
+
+Status StageRunner::drop_checkpoint(int32_t seq, int32_t pos) {
+  if (seq < 0 || seq >= config_.n_seq) return make_error("sequence {} out of range", seq);
+  return recurrent_ ? recurrent_->drop_checkpoint(seq, pos) : Status{};
 }
 
 Status StageRunner::copy_seq(int32_t src, int32_t dst) {

@@ -48,6 +48,12 @@ class StageRunner {
   Status clear_seq(int32_t seq);
   Status remove_from(int32_t seq, int32_t p0);
   Status copy_seq(int32_t src, int32_t dst);
+  // Prompt-cache checkpoints (memory::RecurrentState): save needs pos == n_past(seq); restore rolls the
+  // KV cache back to pos and, on a model with recurrent layers, puts the saved state back. A model
+  // without recurrent layers keeps nothing: its KV cache can always be cut back.
+  Status save_checkpoint(int32_t seq, int32_t pos);
+  Status restore_checkpoint(int32_t seq, int32_t pos);
+  Status drop_checkpoint(int32_t seq, int32_t pos);
 
  private:
   StageRunner() = default;

@@ -42,6 +42,9 @@ v1::SeqOpRequest::Op to_proto(exec::SeqOp op) {
     case exec::SeqOp::kClear: return v1::SeqOpRequest::CLEAR;
     case exec::SeqOp::kRemoveFrom: return v1::SeqOpRequest::REMOVE_FROM;
     case exec::SeqOp::kCopy: return v1::SeqOpRequest::COPY;
+    case exec::SeqOp::kSaveCheckpoint: return v1::SeqOpRequest::SAVE_CHECKPOINT;
+    case exec::SeqOp::kRestoreCheckpoint: return v1::SeqOpRequest::RESTORE_CHECKPOINT;
+    case exec::SeqOp::kDropCheckpoint: return v1::SeqOpRequest::DROP_CHECKPOINT;
   }
   return v1::SeqOpRequest::CLEAR;
 }

@@ -13,6 +13,7 @@ namespace {
 constexpr size_t kMaxMetadataBytes = 4 << 20;
 constexpr int kMaxTensors = 100000;
 constexpr int kMaxForwardTargets = 256;
+constexpr int kMaxCheckpoints = 256;
 
 bool is_hex_sha256(const std::string& s) {
   if (s.size() != 64) return false;
@@ -73,6 +74,10 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
   }
   if (spec.n_batch() < 1 || spec.n_batch() > (1 << 16)) return make_error("n_batch {} out of range", spec.n_batch());
   if (spec.threads() < 0 || spec.threads() > 1024) return make_error("threads {} out of range", spec.threads());
+  if (spec.n_checkpoints() < 0 || spec.n_checkpoints() > kMaxCheckpoints) {
+    return make_error("n_checkpoints {} out of range 0..{}", spec.n_checkpoints(), kMaxCheckpoints);
+  }
+  c.n_checkpoints = spec.n_checkpoints();
   c.n_seq = spec.n_seq();
   c.n_ctx_per_seq = spec.n_ctx_per_seq();
   c.n_batch = spec.n_batch();
@@ -139,6 +144,7 @@ v1::StageSpec to_stage_spec(const model::Model& model, const model::StageConfig&
   spec.set_n_ctx_per_seq(stage.n_ctx_per_seq);
   spec.set_n_batch(stage.n_batch);
   spec.set_threads(stage.n_threads);
+  spec.set_n_checkpoints(stage.n_checkpoints);
   for (const std::string& endpoint : forward_to) spec.add_forward_to(endpoint);
   return spec;
 }

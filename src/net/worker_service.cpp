@@ -314,6 +314,9 @@ Status WorkerService::SeqOp(grpc::ServerContext* ctx, grpc::ServerReader<v1::Seq
     case v1::SeqOpRequest::CLEAR: s = session->runner->clear_seq(req->seq()); break;
     case v1::SeqOpRequest::REMOVE_FROM: s = session->runner->remove_from(req->seq(), req->p0()); break;
     case v1::SeqOpRequest::COPY: s = session->runner->copy_seq(req->seq(), req->dst()); break;
+    case v1::SeqOpRequest::SAVE_CHECKPOINT: s = session->runner->save_checkpoint(req->seq(), req->p0()); break;
+    case v1::SeqOpRequest::RESTORE_CHECKPOINT: s = session->runner->restore_checkpoint(req->seq(), req->p0()); break;
+    case v1::SeqOpRequest::DROP_CHECKPOINT: s = session->runner->drop_checkpoint(req->seq(), req->p0()); break;
     default: return error_status(StatusCode::INVALID_ARGUMENT, "unknown sequence operation");
   }
   return s.ok() ? Status::OK : invalid(s.error());

@@ -83,6 +83,7 @@ std::vector<model::StageConfig> node_stages(const model::Model& model, const std
     s.n_ctx_per_seq = std::max(0, request.n_ctx) / n_seq;
     s.n_batch = std::max(1, request.n_batch);
     s.n_threads = std::max(1, nodes[n].threads);
+    s.n_checkpoints = std::max(0, request.n_checkpoints);
   }
   return stages;
 }
@@ -104,9 +105,10 @@ Status check_budget(const model::Model& model, const std::vector<Node>& nodes, c
   for (size_t n = 0; n < nodes.size(); ++n) {
     const NodeBytes& b = bytes[n];
     if (b.total() <= nodes[n].memory_usable) continue;
-    over += fmt::format("{}{} needs {} (weights {}, KV {}, state {}, scratch {}) but its limit is {}",
+    const std::string ckpt = b.checkpoints ? ", state checkpoints " + human_bytes(b.checkpoints) : "";
+    over += fmt::format("{}{} needs {} (weights {}, KV {}, state {}{}, scratch {}) but its limit is {}",
                         over.empty() ? "" : "; ", node_label(nodes, static_cast<int32_t>(n)), human_bytes(b.total()),
-                        human_bytes(b.weights), human_bytes(b.kv), human_bytes(b.state), human_bytes(b.scratch),
+                        human_bytes(b.weights), human_bytes(b.kv), human_bytes(b.state), ckpt, human_bytes(b.scratch),
                         limit_text(nodes[n].memory_usable));
   }
   if (over.empty()) return {};

@@ -70,6 +70,7 @@ struct Request {
   int32_t n_ctx = 0;      // total context (all sequences)
   int32_t n_seq = 1;
   int32_t n_batch = 512;  // largest batch, sizes the scratch
+  int32_t n_checkpoints = 0;  // recurrent-state checkpoints per sequence (the server's prompt cache)
   std::vector<double> tensor_split;       // -ts: ratios over the workers (or local + workers)
   int32_t n_gpu_layers = -1;              // -ngl: layers on the workers; -1 when not given
   std::vector<TensorOverride> overrides;  // -ot, in the order given

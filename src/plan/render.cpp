@@ -105,7 +105,9 @@ std::string render(const Plan& p) {
     const NodeBytes b = n < p.bytes.size() ? p.bytes[n] : NodeBytes{};
     const std::string limit = p.nodes[n].memory_usable == kUnlimited ? "unlimited" : human_bytes(p.nodes[n].memory_usable);
     rows.push_back({{detail::node_label(p.nodes, node), owned, fmt::format("{}", layers.size()), human_bytes(b.weights),
-                     human_bytes(b.kv), human_bytes(b.state), human_bytes(b.scratch),
+                     human_bytes(b.kv),
+                     human_bytes(b.state) + (b.checkpoints ? " + " + human_bytes(b.checkpoints) + " ckpt" : ""),
+                     human_bytes(b.scratch),
                      human_bytes(b.total()) + " / " + limit}});
   }
   size_t width[8] = {};

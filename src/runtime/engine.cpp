@@ -30,6 +30,7 @@ plan::Request plan_request(const EngineOptions& options, const model::HParams& h
   request.n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int32_t>(4096, hp.n_ctx_train);
   request.n_seq = options.n_seq;
   request.n_batch = options.n_batch;
+  request.n_checkpoints = hp.has_recurrent_layers() ? options.n_checkpoints : 0;
   request.tensor_split = options.cluster.tensor_split;
   request.n_gpu_layers = options.cluster.n_gpu_layers;
   request.overrides = options.cluster.overrides;
@@ -193,6 +194,7 @@ Status Engine::recover() {
     for (auto& node : nodes_) STRATA_TRY(node->seq_op(exec::SeqOp::kClear, s, 0, 0));
   }
   broken_ = false;
+  ++resets_;
   {
     std::lock_guard lock(health_mu_);
     for (auto& h : health_) h.reachable = h.answers = true;
@@ -261,5 +263,14 @@ Status Engine::seq_op_everywhere(exec::SeqOp op, int32_t seq, int32_t p0, int32_
 Status Engine::clear_seq(int32_t seq) { return seq_op_everywhere(exec::SeqOp::kClear, seq, 0, 0); }
 Status Engine::remove_from(int32_t seq, int32_t p0) { return seq_op_everywhere(exec::SeqOp::kRemoveFrom, seq, p0, 0); }
 Status Engine::copy_seq(int32_t src, int32_t dst) { return seq_op_everywhere(exec::SeqOp::kCopy, src, 0, dst); }
+Status Engine::save_checkpoint(int32_t seq, int32_t pos) {
+  return seq_op_everywhere(exec::SeqOp::kSaveCheckpoint, seq, pos, 0);
+}
+Status Engine::restore_checkpoint(int32_t seq, int32_t pos) {
+  return seq_op_everywhere(exec::SeqOp::kRestoreCheckpoint, seq, pos, 0);
+}
+Status Engine::drop_checkpoint(int32_t seq, int32_t pos) {
+  return seq_op_everywhere(exec::SeqOp::kDropCheckpoint, seq, pos, 0);
+}
 
 }  // namespace strata::runtime

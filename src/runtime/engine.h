@@ -35,6 +35,7 @@ struct EngineOptions {
   int32_t n_threads = 0;  // 0: all cores
   int32_t n_seq = 1;      // parallel sequences; each gets n_ctx / n_seq cells
   int32_t n_batch = 512;  // the largest batch decode() accepts
+  int32_t n_checkpoints = 0;  // recurrent-state checkpoints per sequence each node keeps (prompt cache)
   ClusterOptions cluster;
 };
 
@@ -90,6 +91,18 @@ class Engine {
   Status remove_from(int32_t seq, int32_t p0);
   Status copy_seq(int32_t src, int32_t dst);
 
+  // Prompt-cache checkpoints on every node (each keeps those of the layers the plan gave it; see
+  // model::StageRunner::save_checkpoint). Only a model with recurrent layers needs them: without,
+  // remove_from cuts any sequence back.
+  bool needs_checkpoints() const { return hparams().has_recurrent_layers(); }
+  int32_t n_checkpoints() const { return runner().config().n_checkpoints; }
+  Status save_checkpoint(int32_t seq, int32_t pos);
+  Status restore_checkpoint(int32_t seq, int32_t pos);
+  Status drop_checkpoint(int32_t seq, int32_t pos);
+  // Counts recoveries: every one starts all sequences (and checkpoints) empty, so a cache keeper
+  // compares it with the value it saw when it last filled a sequence.
+  uint64_t reset_count() const { return resets_.load(); }
+
  private:
   Engine() = default;
   Status load_node(int32_t node);
@@ -118,6 +131,7 @@ class Engine {
   mutable std::mutex health_mu_;
   std::vector<NodeHealth> health_;  // per worker (nodes_[1..])
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> resets_{0};
   std::thread heartbeat_;
 };
 

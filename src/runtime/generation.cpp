@@ -32,12 +32,19 @@ Feed Generation::feed(model::Batch& batch, int32_t budget) {
   if (done_ || batch.size() >= budget) return out;
   if (next_ >= 0) {
     batch.add(next_, n_past_++, seq_, true);
+    fed_generated_.push_back(next_);
     next_ = -1;
     out.wants_logits = true;
     return out;
   }
   const size_t room = static_cast<size_t>(budget - batch.size());
-  const size_t take = std::min(room, params_.prompt.size() - prompt_done_);
+  size_t take = std::min(room, params_.prompt.size() - prompt_done_);
+  for (int32_t b : breaks_) {
+    if (static_cast<size_t>(b) > prompt_done_) {
+      take = std::min(take, static_cast<size_t>(b) - prompt_done_);
+      break;
+    }
+  }
   for (size_t i = 0; i < take; ++i) {
     const size_t at = prompt_done_ + i;
     out.wants_logits = at + 1 == params_.prompt.size();
@@ -46,6 +53,24 @@ Feed Generation::feed(model::Batch& batch, int32_t budget) {
   prompt_done_ += take;
   n_past_ += static_cast<int32_t>(take);
   out.prompt_rows = static_cast<int32_t>(take);
+  return out;
+}
+
+void Generation::resume_from(int32_t n) {
+  if (prompt_done_ > 0 || n < 0 || static_cast<size_t>(n) >= params_.prompt.size()) return;
+  prompt_done_ = static_cast<size_t>(n);
+  n_past_ = n;
+}
+
+void Generation::set_prompt_breaks(std::vector<int32_t> positions) {
+  std::sort(positions.begin(), positions.end());
+  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+  breaks_ = std::move(positions);
+}
+
+std::vector<text::Token> Generation::tokens_in_cache() const {
+  std::vector<text::Token> out(params_.prompt.begin(), params_.prompt.begin() + static_cast<ptrdiff_t>(prompt_done_));
+  if (prompt_done_ == params_.prompt.size()) out.insert(out.end(), fed_generated_.begin(), fed_generated_.end());
   return out;
 }
 

@@ -80,6 +80,17 @@ class Generation {
   bool generating() const { return next_ >= 0; }
   bool done() const { return done_; }
 
+  // Prompt caching: the sequence already holds the prompt's first n tokens (0 <= n < prompt size),
+  // so feeding starts after them. Call before the first feed().
+  void resume_from(int32_t n);
+  // Prompt positions a feed() does not cross: the prompt is fed up to each in turn, so the caller can
+  // save a state checkpoint there once that batch is decoded.
+  void set_prompt_breaks(std::vector<int32_t> positions);
+  // True while prompt tokens remain to be fed.
+  bool prompting() const { return prompt_done_ < params_.prompt.size(); }
+  // The tokens whose positions the sequence holds now (the prompt's fed part, then generated tokens fed).
+  std::vector<text::Token> tokens_in_cache() const;
+
   // How many of each logits row's best entries the sampler can use (Engine::decode's top_k): 0 for
   // whole rows, which logprobs need (their normalizer is over the full vocabulary) and so does a
   // grammar (none of a row's top-k tokens may be allowed).
@@ -112,6 +123,8 @@ class Generation {
   size_t prompt_done_ = 0;  // prompt tokens fed
   int32_t n_past_ = 0;      // positions fed (the prompt's and the generated tokens')
   text::Token next_ = -1;   // sampled and not yet fed
+  std::vector<text::Token> fed_generated_;
+  std::vector<int32_t> breaks_;  // ascending prompt positions feed() stops at
   int32_t n_generated_ = 0;
   text::Utf8Stream utf8_;
   std::string held_;        // text held back while it may be the start of a stop string

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <semaphore>
 
 #include "base/checked.h"
@@ -44,10 +45,30 @@ class BigPromptTurn {
   bool got_ = false;
 };
 
-// Prompt tokens the slot's cache already held. Request::n_cached() arrives with the lead's prompt cache.
-int32_t cached_tokens(const Request& job) {
-  (void)job;
-  return 0;
+// Where the conversation so far ends in the prompt's tokens (the generation prompt follows): the
+// tokens `conversation` (the chat rendered without a generation prompt) has in common with it. -1
+// without one. The next turn re-renders this one, so a checkpoint there lets it resume.
+int32_t cache_boundary(const text::Vocab& vocab, const std::vector<text::Token>& prompt, const std::string& conversation) {
+  if (conversation.empty()) return -1;
+  const std::vector<text::Token> tokens = vocab.tokenize(conversation, true, true);
+  size_t n = 0;
+  while (n < tokens.size() && n < prompt.size() && tokens[n] == prompt[n]) ++n;
+  return static_cast<int32_t>(n);
+}
+
+// llama-server's "timings" of a finished request.
+json timings_json(const Request& r) {
+  const int32_t computed = r.n_prompt() - r.n_cached();
+  const double prompt_ms = r.prompt_ms(), predicted_ms = r.predicted_ms();
+  // The first token closes the prompt's time; the others are the generation's.
+  const int32_t predicted = std::max(0, r.n_generated() - 1);
+  return {{"cache_n", r.n_cached()},
+          {"prompt_n", computed},
+          {"prompt_ms", prompt_ms},
+          {"prompt_per_second", prompt_ms > 0 ? computed * 1000.0 / prompt_ms : 0.0},
+          {"predicted_n", r.n_generated()},
+          {"predicted_ms", predicted_ms},
+          {"predicted_per_second", predicted_ms > 0 ? predicted * 1000.0 / predicted_ms : 0.0}};
 }
 
 // What the parse of tools and tool_choice decided.
@@ -90,8 +111,9 @@ json merged_kwargs(const TurnSetup& setup, const TurnRequest& req) {
 }
 
 // Renders the conversation; `starts_in_reasoning` says the prompt ends inside an open think tag.
+// `conversation` (when the engine keeps state checkpoints) is the chat without its generation prompt.
 std::optional<ApiError> render_prompt(const TurnSetup& setup, const TurnRequest& req, const ToolPlan& tools,
-                                      std::string& prompt, bool& starts_in_reasoning) {
+                                      std::string& prompt, bool& starts_in_reasoning, std::string* conversation) {
   starts_in_reasoning = false;
   if (!req.chat) {
     prompt = req.prompt;
@@ -107,6 +129,10 @@ std::optional<ApiError> render_prompt(const TurnSetup& setup, const TurnRequest&
   auto rendered = setup.chat_template->render(req.messages, o);
   if (!rendered.ok()) return bad_field("", "cannot apply the chat template: " + rendered.error().message);
   prompt = std::move(*rendered);
+  if (conversation && setup.engine->needs_checkpoints()) {
+    o.add_generation_prompt = false;
+    if (auto without = setup.chat_template->render(req.messages, o); without.ok()) *conversation = std::move(*without);
+  }
   starts_in_reasoning = setup.format.thinking && chat::prompt_opens_reasoning(setup.format, prompt);
   return std::nullopt;
 }
@@ -216,9 +242,9 @@ std::unique_ptr<ChatTurn> ChatTurn::start(const TurnSetup& setup, TurnRequest re
   if (req.chat) {
     if (auto e = plan_tools(setup, req, tools)) return fail(*e);
   }
-  std::string prompt, gbnf;
+  std::string prompt, conversation, gbnf;
   bool starts_in_reasoning = false;
-  if (auto e = render_prompt(setup, req, tools, prompt, starts_in_reasoning)) return fail(*e);
+  if (auto e = render_prompt(setup, req, tools, prompt, starts_in_reasoning, &conversation)) return fail(*e);
   if (auto e = constraint_gbnf(setup, req, tools, starts_in_reasoning, gbnf)) return fail(*e);
   const std::string field = tools.force_call ? req.tool_choice_field : req.constraint_field;
   if (auto e = compile_constraint(gbnf, field, req.generation)) return fail(*e);
@@ -226,7 +252,10 @@ std::unique_ptr<ChatTurn> ChatTurn::start(const TurnSetup& setup, TurnRequest re
   if (req.generation.max_tokens < 0 && setup.n_predict >= 0) req.generation.max_tokens = setup.n_predict;
   GenerationParams params = req.generation;
   if (req.report_stop_sequence) params.stop.clear();  // matched by the turn
-  auto submitted = setup.scheduler->submit(std::move(params));
+  CacheHints hints;
+  hints.cache_prompt = req.cache_prompt.value_or(setup.cache_prompt);
+  hints.boundary = cache_boundary(setup.engine->vocab(), params.prompt, conversation);
+  auto submitted = setup.scheduler->submit(std::move(params), hints);
   if (!submitted.ok()) return fail(engine_error(submitted.error().code, submitted.error().message, 400));
   chat::ChatFormat format = req.chat ? setup.format : chat::ChatFormat{};
   const bool split = req.chat && setup.split_reasoning;
@@ -239,7 +268,7 @@ std::optional<int32_t> count_prompt_tokens(const TurnSetup& setup, TurnRequest r
   std::string prompt;
   bool starts_in_reasoning = false;
   std::optional<ApiError> e = req.chat ? plan_tools(setup, req, tools) : std::nullopt;
-  if (!e) e = render_prompt(setup, req, tools, prompt, starts_in_reasoning);
+  if (!e) e = render_prompt(setup, req, tools, prompt, starts_in_reasoning, nullptr);
   if (!e) e = tokenize(setup, prompt, req.generation);
   if (e) {
     error = *e;
@@ -258,7 +287,7 @@ ChatTurn::~ChatTurn() {
 void ChatTurn::cancel() { job_->cancel(); }
 
 TurnUsage ChatTurn::usage() const {
-  return {job_->n_prompt(), job_->n_generated(), cached_tokens(*job_)};
+  return {job_->n_prompt(), job_->n_generated(), job_->n_cached(), json()};
 }
 
 // Finds the first stop string in the held text plus `text`; returns the text before it (or all that
@@ -326,6 +355,7 @@ TurnEvents ChatTurn::poll(std::chrono::milliseconds timeout) {
     ev.finish_reason = c.finish_reason;
     if (!parser_.tool_calls().empty() && ev.finish_reason == "stop") ev.finish_reason = "tool_calls";
     ev.usage = usage();
+    ev.usage.timings = timings_json(*job_);
   }
   return ev;
 }

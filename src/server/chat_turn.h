@@ -29,6 +29,7 @@ struct TurnSetup {
   bool split_reasoning = true;          // --reasoning-format deepseek|auto; none keeps the tags in content
   nlohmann::json template_kwargs = nlohmann::json::object();  // --chat-template-kwargs, and enable_thinking
   int32_t n_predict = -1;               // -n: max tokens when a request sets none
+  bool cache_prompt = true;             // --cache-prompt: a request's default
 };
 
 // A request, translated from its wire format. Field names in errors are the wire format's.
@@ -51,6 +52,7 @@ struct TurnRequest {
   std::string constraint_field;
   // Stop strings matched here rather than in the generation, to say which one ended the turn.
   bool report_stop_sequence = false;
+  std::optional<bool> cache_prompt;  // llama-server's field; unset: the server's default
   GenerationParams generation;  // prompt tokens are filled in by the turn
 };
 
@@ -58,6 +60,7 @@ struct TurnUsage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;  // prompt tokens a slot's cache already held
+  nlohmann::json timings;     // llama-server's "timings" (set when the turn is done)
 };
 
 // What one poll of a running turn produced. `done` comes once, with the finish.

@@ -49,7 +49,7 @@ nlohmann::json cluster_json(const runtime::Engine& engine, const Scheduler& sche
                      {"layers", layers},
                      {"input", p.input_node == static_cast<int32_t>(n)},
                      {"output", p.output_node == static_cast<int32_t>(n)},
-                     {"bytes", {{"weights", b.weights}, {"kv", b.kv}, {"state", b.state}, {"scratch", b.scratch},
+                     {"bytes", {{"weights", b.weights}, {"kv", b.kv}, {"state", b.state}, {"checkpoints", b.checkpoints}, {"scratch", b.scratch},
                                 {"total", b.total()}}},
                      {"memory_usable", bytes_or_null(p.nodes[n].memory_usable)},
                      {"memory_limit", bytes_or_null(p.nodes[n].memory_limit)},

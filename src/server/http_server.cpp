@@ -261,6 +261,7 @@ Result<TurnSetup> turn_setup(const ServerOptions& options) {
   if (options.reasoning_budget < -1) return make_error("--reasoning-budget must be -1 (unrestricted) or 0 (no thinking)");
   if (options.reasoning_budget == 0) setup.template_kwargs["enable_thinking"] = false;
   setup.n_predict = options.n_predict;
+  setup.cache_prompt = options.cache_prompt;
   return setup;
 }
 
@@ -328,6 +329,24 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
     if (!r) return;
     send_json(res, 200, cluster_json(*r->engine, *r->scheduler, r->model_id));
   };
+  http.Get("/slots", [&](const httplib::Request& req, httplib::Response& res) {
+    if (!api.authorized(req, res)) return;
+    Ready* r = api.require_ready(res);
+    if (!r) return;
+    if (!options.slots) {
+      ApiError e;
+      e.status = 501;
+      e.type = "not_supported_error";
+      e.message = "this server has the slots endpoint switched off (--no-slots)";
+      return send_error(res, e);
+    }
+    json out = json::array();
+    for (const SlotInfo& s : r->scheduler->slots()) {
+      out.push_back({{"id", s.id}, {"n_ctx", r->engine->n_ctx_per_seq()}, {"is_processing", s.is_processing},
+                     {"n_cached_tokens", s.n_cached_tokens}, {"checkpoints", s.checkpoints}});
+    }
+    send_json(res, 200, out);
+  });
   http.Get("/props", cluster);
   http.Get("/v1/cluster", cluster);
   auto route = [&](const char* path, auto make_wire) {
@@ -354,7 +373,9 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   spdlog::info("server: listening on http://{}:{} (health 503 until the model is ready)", options.host, port);
 
   auto stop_http = [&] { http.stop(); };
-  auto engine = runtime::Engine::load(engine_options);
+  runtime::EngineOptions planned = engine_options;
+  planned.n_checkpoints = options.ctx_checkpoints;  // kept by every node for its recurrent layers
+  auto engine = runtime::Engine::load(planned);
   if (!engine.ok()) {
     stop_http();
     return make_error("loading failed: {}", engine.error().message);

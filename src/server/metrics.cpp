@@ -28,6 +28,14 @@ std::string Metrics::render(const runtime::Engine* engine, const Scheduler* sche
     metric(out, "strata_queue_depth", "gauge", "requests waiting for a slot", s.queue_depth);
     metric(out, "strata_active_slots", "gauge", "slots generating now", s.active_slots);
     metric(out, "strata_slots", "gauge", "slots (parallel sequences)", scheduler->n_slots());
+    metric(out, "strata_prompt_tokens_computed_total", "counter", "prompt tokens decoded",
+           static_cast<double>(s.prompt_tokens));
+    metric(out, "strata_prompt_tokens_cached_total", "counter", "prompt tokens taken from a slot's cache instead",
+           static_cast<double>(s.prompt_tokens_cached));
+    metric(out, "strata_checkpoints_saved_total", "counter", "recurrent-state checkpoints saved",
+           static_cast<double>(s.checkpoints_saved));
+    metric(out, "strata_checkpoints_restored_total", "counter", "recurrent-state checkpoints a request resumed from",
+           static_cast<double>(s.checkpoints_restored));
     metric(out, "strata_decode_seconds_total", "counter", "time spent in decode calls", s.decode_seconds);
     metric(out, "strata_tokens_per_second", "gauge", "prompt and generated tokens per second of decode time",
            s.decode_seconds > 0 ? static_cast<double>(s.prompt_tokens + s.generated_tokens) / s.decode_seconds : 0);

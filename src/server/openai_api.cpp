@@ -264,6 +264,11 @@ std::optional<ApiError> OpenAiCompletions::parse(const json& j, TurnRequest& tur
   if (auto e = parse_sampling(j, g.sampling)) return e;
   if (auto e = parse_stop(j, "stop", g.stop)) return e;
   if (auto e = read_bool(j, "ignore_eos", g.ignore_eos)) return e;
+  if (j.contains("cache_prompt") && !j["cache_prompt"].is_null()) {
+    bool cache = true;
+    if (auto e = read_bool(j, "cache_prompt", cache)) return e;
+    turn.cache_prompt = cache;
+  }
   if (auto e = parse_logprobs(j, chat_, top_logprobs_)) return e;
   g.top_logprobs = top_logprobs_;
   return std::nullopt;
@@ -295,7 +300,8 @@ json OpenAiCompletions::response(const TurnResult& r) {
     choice["text"] = r.content;
   }
   return {{"id", id_}, {"object", chat_ ? "chat.completion" : "text_completion"}, {"created", created_},
-          {"model", model_id_}, {"choices", json::array({choice})}, {"usage", openai_usage(r.usage)}};
+          {"model", model_id_}, {"choices", json::array({choice})}, {"usage", openai_usage(r.usage)},
+          {"timings", r.usage.timings}};
 }
 
 json OpenAiCompletions::chunk(json delta_or_text, const std::vector<TokenLogprob>& logprobs,
@@ -340,6 +346,7 @@ std::string OpenAiCompletions::stream_events(const TurnEvents& ev) {
       json usage = chunk(json::object(), {}, std::nullopt);
       usage["choices"] = json::array();
       usage["usage"] = openai_usage(ev.usage);
+      usage["timings"] = ev.usage.timings;
       out += sse_data(usage);
     }
     out += "data: [DONE]\n\n";

@@ -44,10 +44,33 @@ struct Scheduler::Slot {
   int32_t seq = 0;
   std::shared_ptr<Request> req;
   std::optional<runtime::Generation> gen;  // set while req is
+  bool prepared = false;                   // the sequence holds the reused prefix, nothing more
+  // The prompt cache: what the sequence holds between requests, and its checkpoints (ascending).
+  std::vector<text::Token> cached;
+  std::vector<int32_t> checkpoints;
+  std::vector<int32_t> due;  // positions of this request's prompt to checkpoint, ascending
+  uint64_t resets = 0;       // engine.reset_count() when `cached` was filled
+  uint64_t last_used = 0;
+  std::chrono::steady_clock::time_point started, first_token;
   bool active() const { return req != nullptr; }
 };
 
-Scheduler::Scheduler(runtime::Engine& engine) : engine_(engine) {
+namespace {
+
+size_t common_prefix(const std::vector<text::Token>& a, const std::vector<text::Token>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+Scheduler::Scheduler(runtime::Engine& engine, SchedulerOptions options) : engine_(engine), options_(options) {
   for (int32_t s = 0; s < engine.n_seq(); ++s) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->seq = s;
@@ -67,7 +90,7 @@ void Scheduler::stop() {
   for (auto& r : queue_) r->finish("", "server shutting down", ErrorCode::kUnavailable);
 }
 
-Result<std::shared_ptr<Request>> Scheduler::submit(GenerationParams params) {
+Result<std::shared_ptr<Request>> Scheduler::submit(GenerationParams params, CacheHints hints) {
   if (params.prompt.empty()) return make_error(ErrorCode::kInvalidArgument, "the prompt is empty");
   const int32_t ctx = engine_.n_ctx_per_seq();
   if (static_cast<int32_t>(params.prompt.size()) >= ctx) {
@@ -78,7 +101,7 @@ Result<std::shared_ptr<Request>> Scheduler::submit(GenerationParams params) {
   if (auto s = sampling::validate(params.sampling); !s.ok()) {
     return with_code(std::move(s).error(), ErrorCode::kInvalidArgument);
   }
-  auto req = std::make_shared<Request>(std::move(params));
+  auto req = std::make_shared<Request>(std::move(params), hints);
   {
     std::lock_guard lock(mu_);
     if (stop_) return make_error(ErrorCode::kUnavailable, "server shutting down");
@@ -98,24 +121,50 @@ SchedulerStats Scheduler::stats() const {
   return s;
 }
 
+std::vector<SlotInfo> Scheduler::slots() const {
+  std::lock_guard lock(mu_);
+  std::vector<SlotInfo> out;
+  for (const auto& slot : slots_) {
+    out.push_back({slot->seq, slot->active(), static_cast<int32_t>(slot->cached.size()), slot->checkpoints});
+  }
+  return out;
+}
+
+// The free slot whose cache shares the longest prefix with the prompt; the least recently used among
+// equals (and when the request does not reuse the cache).
+Scheduler::Slot* Scheduler::pick_slot(const GenerationParams& params, bool cache_prompt) {
+  Slot* best = nullptr;
+  size_t best_prefix = 0;
+  for (auto& slot : slots_) {
+    if (slot->active()) continue;
+    const size_t prefix = cache_prompt ? common_prefix(slot->cached, params.prompt) : 0;
+    if (!best || prefix > best_prefix || (prefix == best_prefix && slot->last_used < best->last_used)) {
+      best = slot.get();
+      best_prefix = prefix;
+    }
+  }
+  return best;
+}
+
 bool Scheduler::assign_queued() {
   std::lock_guard lock(mu_);
-  bool any_active = false;
-  for (auto& slot : slots_) {
-    if (!slot->active() && !queue_.empty()) {
-      std::shared_ptr<Request> req = std::move(queue_.front());
+  while (!queue_.empty()) {
+    std::shared_ptr<Request> req = queue_.front();
+    if (req->cancelled()) {
       queue_.pop_front();
-      if (req->cancelled()) {
-        req->finish("", "cancelled");
-        ++stats_.requests_cancelled;
-        continue;
-      }
-      slot->req = req;
-      slot->gen.emplace(req->params(), slot->seq, runtime::generation_model(engine_));
+      req->finish("", "cancelled");
+      ++stats_.requests_cancelled;
+      continue;
     }
-    any_active |= slot->active();
+    Slot* slot = pick_slot(req->params(), req->hints().cache_prompt);
+    if (!slot) break;
+    queue_.pop_front();
+    slot->req = std::move(req);
+    slot->gen.emplace(slot->req->params(), slot->seq, runtime::generation_model(engine_));
+    slot->prepared = false;
+    slot->last_used = ++uses_;
   }
-  return any_active;
+  return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->active(); });
 }
 
 void Scheduler::loop() {
@@ -129,17 +178,28 @@ void Scheduler::loop() {
   }
 }
 
-// stats() reads the slots under the same mutex.
+// stats() reads the slots under the same mutex. The sequence keeps what was decoded for the next
+// request, with a checkpoint of its end when the model needs one to resume there.
 void Scheduler::release(Slot& slot, bool cancelled) {
+  std::vector<text::Token> cached = slot.prepared ? slot.gen->tokens_in_cache() : std::vector<text::Token>{};
+  if (!cached.empty() && engine_.needs_checkpoints() && !save_checkpoint(slot, static_cast<int32_t>(cached.size())).ok()) {
+    cached.clear();
+  }
   std::lock_guard lock(mu_);
+  slot.cached = std::move(cached);
+  slot.resets = engine_.reset_count();
   slot.req.reset();
   slot.gen.reset();
   if (cancelled) ++stats_.requests_cancelled;
 }
 
+// After a failed decode the caches may disagree with what the slots think they hold: forget it all
+// (the next request of each slot clears its sequence and checkpoints).
 void Scheduler::fail_active(const Error& error) {
   std::lock_guard lock(mu_);
   for (auto& slot : slots_) {
+    slot->cached.clear();
+    slot->checkpoints.clear();
     if (!slot->active()) continue;
     slot->req->finish("", error.message, error.code);
     slot->req.reset();
@@ -148,8 +208,103 @@ void Scheduler::fail_active(const Error& error) {
   }
 }
 
-// Ends the slots whose client left, and clears the sequence of those not started yet.
-bool Scheduler::drop_cancelled_and_clear_new() {
+// Saves a checkpoint of the slot's sequence at `pos` (its length now) on every node, dropping the
+// oldest first when the slot keeps as many as planned.
+Status Scheduler::save_checkpoint(Slot& slot, int32_t pos) {
+  const int32_t limit = engine_.n_checkpoints();
+  if (limit <= 0) return make_error(ErrorCode::kResourceExhausted, "no state checkpoints planned");
+  if (std::binary_search(slot.checkpoints.begin(), slot.checkpoints.end(), pos)) return {};
+  if (static_cast<int32_t>(slot.checkpoints.size()) >= limit) {
+    STRATA_TRY(engine_.drop_checkpoint(slot.seq, slot.checkpoints.front()));
+    std::lock_guard lock(mu_);
+    slot.checkpoints.erase(slot.checkpoints.begin());
+  }
+  STRATA_TRY(engine_.save_checkpoint(slot.seq, pos));
+  std::lock_guard lock(mu_);
+  slot.checkpoints.insert(std::upper_bound(slot.checkpoints.begin(), slot.checkpoints.end(), pos), pos);
+  ++stats_.checkpoints_saved;
+  return {};
+}
+
+// Cuts the slot's sequence back to its first n tokens (0: empty), restoring the checkpoint at n when
+// the model has recurrent layers, and forgets the checkpoints past n.
+Status Scheduler::reuse_prefix(Slot& slot, int32_t n) {
+  if (n == 0) {
+    STRATA_TRY(engine_.clear_seq(slot.seq));  // drops the sequence's checkpoints everywhere too
+    std::lock_guard lock(mu_);
+    slot.checkpoints.clear();
+    slot.cached.clear();
+    return {};
+  }
+  while (!slot.checkpoints.empty() && slot.checkpoints.back() > n) {
+    STRATA_TRY(engine_.drop_checkpoint(slot.seq, slot.checkpoints.back()));
+    std::lock_guard lock(mu_);
+    slot.checkpoints.pop_back();
+  }
+  if (engine_.needs_checkpoints()) {
+    STRATA_TRY(engine_.restore_checkpoint(slot.seq, n));
+    std::lock_guard lock(mu_);
+    ++stats_.checkpoints_restored;
+  } else {
+    STRATA_TRY(engine_.remove_from(slot.seq, n));
+  }
+  std::lock_guard lock(mu_);
+  slot.cached.resize(static_cast<size_t>(n));
+  return {};
+}
+
+// A new request's slot: reuse the longest cached prefix it can (at least the prompt's last token is
+// computed again, for its logits), and plan the checkpoints of its prompt.
+Status Scheduler::prepare(Slot& slot) {
+  const std::vector<text::Token>& prompt = slot.gen->params().prompt;
+  const int32_t n_prompt = static_cast<int32_t>(prompt.size());
+  if (slot.resets != engine_.reset_count()) {
+    std::lock_guard lock(mu_);
+    slot.cached.clear();
+    slot.checkpoints.clear();
+  }
+  int32_t n = 0;
+  if (slot.req->hints().cache_prompt) {
+    n = std::min(static_cast<int32_t>(common_prefix(slot.cached, prompt)), n_prompt - 1);
+    if (engine_.needs_checkpoints()) {
+      auto at = std::upper_bound(slot.checkpoints.begin(), slot.checkpoints.end(), n);
+      n = at == slot.checkpoints.begin() ? 0 : *std::prev(at);
+    }
+  }
+  STRATA_TRY(reuse_prefix(slot, n));
+  slot.gen->resume_from(n);
+  slot.req->n_cached_.store(n);
+  slot.due.clear();
+  if (engine_.needs_checkpoints() && engine_.n_checkpoints() > 0) {
+    const int32_t every = std::max(1, options_.checkpoint_interval);
+    for (int32_t p = (n / every + 1) * every; p < n_prompt - 1; p += every) slot.due.push_back(p);
+    if (slot.req->hints().boundary > n && slot.req->hints().boundary < n_prompt) slot.due.push_back(slot.req->hints().boundary);
+    if (n_prompt - 1 > n) slot.due.push_back(n_prompt - 1);
+    std::sort(slot.due.begin(), slot.due.end());
+    slot.due.erase(std::unique(slot.due.begin(), slot.due.end()), slot.due.end());
+    slot.gen->set_prompt_breaks(slot.due);
+  }
+  slot.prepared = true;
+  slot.started = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  stats_.prompt_tokens_cached += static_cast<uint64_t>(n);
+  if (n > 0) spdlog::info("slot {}: reusing {} of {} prompt tokens from its cache", slot.seq, n, n_prompt);
+  return {};
+}
+
+// After a decode: checkpoints of the prompt positions just reached.
+void Scheduler::save_due_checkpoints(const std::vector<Slot*>& slots) {
+  for (Slot* slot : slots) {
+    if (!slot->active() || slot->due.empty() || slot->gen->n_past() != slot->due.front()) continue;
+    if (auto s = save_checkpoint(*slot, slot->due.front()); !s.ok()) {
+      spdlog::warn("slot {}: no checkpoint at {}: {}", slot->seq, slot->due.front(), s.error().message);
+    }
+    slot->due.erase(slot->due.begin());
+  }
+}
+
+// Ends the slots whose client left, and prepares the sequence of those new.
+bool Scheduler::drop_cancelled_and_prepare_new() {
   for (auto& slot : slots_) {
     if (!slot->active()) continue;
     if (slot->req->cancelled()) {
@@ -158,8 +313,8 @@ bool Scheduler::drop_cancelled_and_clear_new() {
       release(*slot, /*cancelled=*/true);
       continue;
     }
-    if (!slot->gen->started()) {
-      if (auto s = engine_.clear_seq(slot->seq); !s.ok()) {
+    if (!slot->prepared) {
+      if (auto s = prepare(*slot); !s.ok()) {
         fail_active(s.error());
         return false;
       }
@@ -190,7 +345,7 @@ int64_t Scheduler::fill_batch(model::Batch& batch, std::vector<Slot*>& rows) {
 }
 
 void Scheduler::step() {
-  if (!drop_cancelled_and_clear_new()) return;
+  if (!drop_cancelled_and_prepare_new()) return;
   model::Batch batch;
   std::vector<Slot*> rows;
   const int64_t prompt_tokens = fill_batch(batch, rows);
@@ -215,12 +370,21 @@ void Scheduler::step() {
     stats_.decode_seconds += seconds;
     stats_.prompt_tokens += prompt_tokens;
   }
+  std::vector<Slot*> all;
+  for (auto& slot : slots_) all.push_back(slot.get());
+  save_due_checkpoints(all);
   const size_t V = static_cast<size_t>(engine_.n_vocab());
   for (size_t r = 0; r < rows.size(); ++r) emit(*rows[r], std::span<const float>(logits->data() + r * V, V));
 }
 
 void Scheduler::emit(Slot& slot, std::span<const float> logits) {
   runtime::GenerationStep step = slot.gen->next_token(logits);
+  const auto now = std::chrono::steady_clock::now();
+  if (slot.gen->n_generated() == 1) {
+    slot.first_token = now;
+    slot.req->prompt_ms_.store(ms_between(slot.started, now));
+  }
+  slot.req->predicted_ms_.store(ms_between(slot.first_token, now));
   slot.req->n_generated_.store(slot.gen->n_generated());
   {
     std::lock_guard lock(mu_);

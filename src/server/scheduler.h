@@ -1,6 +1,12 @@
 // Continuous batching over the engine's sequences: each request gets a slot (a sequence), and one
 // loop decodes the prompt chunks and next tokens of every active slot in a single batch per step.
 // Requests wait in a queue when all slots are busy.
+//
+// Prompt caching: a slot keeps its tokens and caches after a request, and a new request goes to the
+// free slot sharing the longest token prefix with its prompt, which then computes only the rest. A
+// model with recurrent layers cannot cut its state back, so every node also keeps state checkpoints
+// per slot (at the request's cache boundary, before its prompt's last token, every
+// checkpoint_interval tokens, at its end), and reuse restores the newest one at or before the prefix.
 #pragma once
 
 #include <atomic>
@@ -22,11 +28,20 @@ namespace strata::server {
 using GenerationParams = runtime::GenerationParams;
 using TokenLogprob = runtime::TokenLogprob;
 
+// How a request may use the prompt cache.
+struct CacheHints {
+  bool cache_prompt = true;  // reuse a slot's common prefix (llama-server's field)
+  // A prompt position worth a checkpoint: where the conversation so far ends and the generation
+  // prompt begins, so the next turn (which re-renders this one) can resume there. -1: none.
+  int32_t boundary = -1;
+};
+
 // One request's stream, shared by the HTTP handler (reader) and the scheduler (writer).
 class Request {
  public:
-  explicit Request(GenerationParams params) : params_(std::move(params)) {}
+  explicit Request(GenerationParams params, CacheHints hints = {}) : params_(std::move(params)), hints_(hints) {}
   const GenerationParams& params() const { return params_; }
+  const CacheHints& hints() const { return hints_; }
 
   struct Chunk {
     std::string text;
@@ -42,14 +57,22 @@ class Request {
   bool cancelled() const { return cancelled_.load(); }
   int32_t n_prompt() const { return static_cast<int32_t>(params_.prompt.size()); }
   int32_t n_generated() const { return n_generated_.load(); }
+  // Prompt tokens the slot's cache already held (not computed again); set before the first output.
+  int32_t n_cached() const { return n_cached_.load(); }
+  // Milliseconds from the start of prompt processing to the first token, and from there to the end.
+  double prompt_ms() const { return prompt_ms_.load(); }
+  double predicted_ms() const { return predicted_ms_.load(); }
 
   // Scheduler side.
   void push(std::string text, std::vector<TokenLogprob> logprobs);
   void finish(std::string reason, std::string error = "", ErrorCode code = ErrorCode::kUnknown);
   std::atomic<int32_t> n_generated_{0};
+  std::atomic<int32_t> n_cached_{0};
+  std::atomic<double> prompt_ms_{0}, predicted_ms_{0};
 
  private:
   GenerationParams params_;
+  CacheHints hints_;
   std::mutex mu_;
   std::condition_variable cv_;
   Chunk pending_;
@@ -60,21 +83,37 @@ struct SchedulerStats {
   uint64_t requests_total = 0;
   uint64_t requests_failed = 0;
   uint64_t requests_cancelled = 0;  // their client went away (or asked) before the end
-  uint64_t prompt_tokens = 0;
+  uint64_t prompt_tokens = 0;         // computed
+  uint64_t prompt_tokens_cached = 0;  // taken from a slot's cache instead
+  uint64_t checkpoints_saved = 0;
+  uint64_t checkpoints_restored = 0;
   uint64_t generated_tokens = 0;
   double decode_seconds = 0;
   int32_t queue_depth = 0;
   int32_t active_slots = 0;
 };
 
+// A slot as GET /slots shows it.
+struct SlotInfo {
+  int32_t id = 0;
+  bool is_processing = false;
+  int32_t n_cached_tokens = 0;            // tokens its caches hold for the next request
+  std::vector<int32_t> checkpoints;       // positions of its state checkpoints
+};
+
+struct SchedulerOptions {
+  int32_t checkpoint_interval = 4096;  // a checkpoint every this many prompt tokens (recurrent models)
+};
+
 class Scheduler {
  public:
-  explicit Scheduler(runtime::Engine& engine);
+  explicit Scheduler(runtime::Engine& engine, SchedulerOptions options = {});
   ~Scheduler();
 
   // Queues a request. Fails (bad request) when the prompt does not fit the slot's context.
-  Result<std::shared_ptr<Request>> submit(GenerationParams params);
+  Result<std::shared_ptr<Request>> submit(GenerationParams params, CacheHints hints = {});
   SchedulerStats stats() const;
+  std::vector<SlotInfo> slots() const;
   int32_t n_slots() const { return static_cast<int32_t>(slots_.size()); }
   void stop();
 
@@ -82,20 +121,27 @@ class Scheduler {
   struct Slot;
   void loop();
   bool assign_queued();
+  Slot* pick_slot(const GenerationParams& params, bool cache_prompt);
   void step();
-  bool drop_cancelled_and_clear_new();
+  bool drop_cancelled_and_prepare_new();
+  Status prepare(Slot& slot);
+  Status reuse_prefix(Slot& slot, int32_t n);
+  Status save_checkpoint(Slot& slot, int32_t pos);
+  void save_due_checkpoints(const std::vector<Slot*>& slots);
   int64_t fill_batch(model::Batch& batch, std::vector<Slot*>& rows);
   void fail_active(const Error& error);
   void release(Slot& slot, bool cancelled = false);
   void emit(Slot& slot, std::span<const float> logits);
 
   runtime::Engine& engine_;
+  SchedulerOptions options_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::deque<std::shared_ptr<Request>> queue_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> stop_{false};
   SchedulerStats stats_;
+  uint64_t uses_ = 0;  // assignments so far: slots remember when they were last used
   std::thread thread_;
 };
 
