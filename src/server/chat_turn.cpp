@@ -110,6 +110,11 @@ json merged_kwargs(const TurnSetup& setup, const TurnRequest& req) {
   return kwargs;
 }
 
+bool thinking_enabled(const json& kwargs) {
+  return !kwargs.contains("enable_thinking") || !kwargs["enable_thinking"].is_boolean() ||
+         kwargs["enable_thinking"].get<bool>();
+}
+
 // Renders the conversation; `starts_in_reasoning` says the prompt ends inside an open think tag.
 // `conversation` (when the engine keeps state checkpoints) is the chat without its generation prompt.
 std::optional<ApiError> render_prompt(const TurnSetup& setup, const TurnRequest& req, const ToolPlan& tools,
@@ -122,8 +127,7 @@ std::optional<ApiError> render_prompt(const TurnSetup& setup, const TurnRequest&
   const json kwargs = merged_kwargs(setup, req);
   text::ChatRenderOptions o;
   o.add_generation_prompt = true;
-  o.enable_thinking = !kwargs.contains("enable_thinking") || !kwargs["enable_thinking"].is_boolean() ||
-                      kwargs["enable_thinking"].get<bool>();
+  o.enable_thinking = thinking_enabled(kwargs);
   if (tools.render_tools) o.tools_json = req.tools.dump();
   if (!kwargs.empty()) o.kwargs_json = kwargs.dump();
   auto rendered = setup.chat_template->render(req.messages, o);
@@ -149,7 +153,10 @@ std::optional<ApiError> constraint_gbnf(const TurnSetup& setup, const TurnReques
   }
   const std::string& field = req.constraint_field;
   if (tools.force_call) {
-    auto g = chat::tool_call_grammar(setup.format, tools.specs, tools.choice, req.parallel_tool_calls, starts_in_reasoning);
+    // With thinking off the template has closed the think block: the call comes at once.
+    chat::ChatFormat format = setup.format;
+    if (!thinking_enabled(merged_kwargs(setup, req))) format.thinking = false;
+    auto g = chat::tool_call_grammar(format, tools.specs, tools.choice, req.parallel_tool_calls, starts_in_reasoning);
     if (!g.ok()) return bad_field(req.tool_choice_field, req.tool_choice_field + ": " + g.error().message);
     gbnf = std::move(*g);
   } else if (req.json_schema) {

@@ -244,6 +244,15 @@ Result<std::optional<text::ChatTemplate>> template_override(const ServerOptions&
   return std::optional<text::ChatTemplate>(std::move(*t));
 }
 
+// The template the flags chose, else the model's own (ChatML when it has none that works).
+text::ChatTemplate served_template(std::optional<text::ChatTemplate> chosen, const gguf::File& file) {
+  if (chosen) return std::move(*chosen);
+  std::string warning;
+  auto tmpl = text::load_chat_template(file, &warning);
+  if (!warning.empty()) spdlog::warn("server: {}", warning);
+  return tmpl.ok() ? std::move(*tmpl) : text::ChatTemplate::chatml();
+}
+
 // The turn settings the flags give, checked before the model loads.
 Result<TurnSetup> turn_setup(const ServerOptions& options) {
   TurnSetup setup;
@@ -395,18 +404,13 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   }
   Ready ready;
   ready.engine = engine->get();
-  if (chosen_template) {
-    ready.chat_template = std::move(*chosen_template);
-  } else {
-    std::string warning;
-    auto tmpl = text::load_chat_template((*engine)->model().file(), &warning);
-    if (tmpl.ok()) ready.chat_template = std::move(*tmpl);
-    if (!warning.empty()) spdlog::warn("server: {}", warning);
-  }
+  ready.chat_template = served_template(std::move(chosen_template), (*engine)->model().file());
   ready.setup = setup;
   ready.setup.engine = engine->get();
   ready.setup.chat_template = &ready.chat_template;
   ready.setup.format = chat::detect_format(ready.chat_template.source());
+  spdlog::info("server: chat format: tool calls {}, thinking {}", chat::tool_format_name(ready.setup.format.tools),
+               ready.setup.format.thinking ? "yes" : "no");
   ready.model_id = options.model_alias.empty() ? std::filesystem::path(engine_options.model_path).filename().string()
                                                : options.model_alias;
   ready.created = std::time(nullptr);

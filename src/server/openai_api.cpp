@@ -122,14 +122,7 @@ std::optional<ApiError> parse_chat_extras(const json& j, TurnRequest& turn) {
   }
   if (j.contains("tool_choice") && !j["tool_choice"].is_null()) turn.tool_choice = j["tool_choice"];
   if (auto e = read_bool(j, "parallel_tool_calls", turn.parallel_tool_calls)) return e;
-  if (j.contains("chat_template_kwargs") && !j["chat_template_kwargs"].is_null()) {
-    const json& k = j["chat_template_kwargs"];
-    if (!k.is_object()) return bad_field("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-    bool thinking = true;
-    if (auto e = read_bool(k, "enable_thinking", thinking, "chat_template_kwargs")) return e;
-    turn.template_kwargs = k;
-  }
-  return std::nullopt;
+  return parse_template_kwargs(j, turn);
 }
 
 json bytes_of(const std::string& s) {
@@ -218,6 +211,16 @@ std::optional<ApiError> parse_openai_messages(const json& msgs, const std::strin
     }
     out.push_back(std::move(msg));
   }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_template_kwargs(const json& j, TurnRequest& turn) {
+  if (!j.contains("chat_template_kwargs") || j["chat_template_kwargs"].is_null()) return std::nullopt;
+  const json& k = j["chat_template_kwargs"];
+  if (!k.is_object()) return bad_field("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+  bool thinking = true;
+  if (auto e = read_bool(k, "enable_thinking", thinking, "chat_template_kwargs")) return e;
+  for (auto it = k.begin(); it != k.end(); ++it) turn.template_kwargs[it.key()] = it.value();
   return std::nullopt;
 }
 
