@@ -53,7 +53,18 @@ function validCall(call) {
   return valid(args) ? 'valid' : `${call.arguments}: ${ajv.errorsText(valid.errors)}`;
 }
 
+
+// Each section runs even when one before it threw; a throw counts as a failure.
+async function section(name, fn) {
+  try {
+    await fn();
+  } catch (e) {
+    failures++;
+    console.log(`FAIL ${name} threw: ${e.status ?? ''} ${e.message}`);
+  }
+}
 // 1. tool_choice required, 20 seeds: every answer is a call whose arguments validate.
+await section('1. tool_choice required, 20 seeds: every answer is a call whose arguments validate.', async () => {
 let validCalls = 0;
 const firstProblems = [];
 for (let seed = 1; seed <= 20; seed++) {
@@ -65,15 +76,17 @@ for (let seed = 1; seed <= 20; seed++) {
   else if (firstProblems.length < 3) firstProblems.push({ seed, finish: r.choices[0].finish_reason, verdicts, content: r.choices[0].message.content });
 }
 check('tool_choice required: 20 seeds give calls valid against their schema', { validCalls, firstProblems }, { validCalls: 20, firstProblems: [] });
-
+});
 // 2. A named tool: only that one is called.
+await section('2. A named tool: only that one is called.', async () => {
 const named = await openai.chat.completions.create({
   model: want.model, messages, tools, tool_choice: { type: 'function', function: { name: 'get_time' } },
   parallel_tool_calls: false, max_tokens: 200, temperature: 1, seed: 7, ...noThinking });
 check('named tool_choice calls that tool with valid arguments',
   (named.choices[0].message.tool_calls ?? []).map((c) => [c.function.name, validCall(c.function)]), [['get_time', 'valid']]);
-
+});
 // 3. Streamed calls: the concatenated deltas equal the whole answer's calls (same seed).
+await section("3. Streamed calls: the concatenated deltas equal the whole answer's calls (same seed).", async () => {
 for (const seed of [3, 11, 19]) {
   const body = { model: want.model, messages, tools, tool_choice: 'required', max_tokens: 300, temperature: 1, seed, ...noThinking };
   const whole = await openai.chat.completions.create(body);
@@ -96,8 +109,9 @@ for (const seed of [3, 11, 19]) {
     { calls: whole.choices[0].message.tool_calls.map((c) => ({ name: c.function.name, arguments: c.function.arguments, hasId: true })),
       finish: 'tool_calls' });
 }
-
+});
 // 4. response_format json_schema, 20 seeds: the content parses and validates.
+await section('4. response_format json_schema, 20 seeds: the content parses and validates.', async () => {
 let validJson = 0;
 const jsonProblems = [];
 for (let seed = 1; seed <= 20; seed++) {
@@ -110,8 +124,9 @@ for (let seed = 1; seed <= 20; seed++) {
   else if (jsonProblems.length < 3) jsonProblems.push({ seed, content: r.choices[0].message.content, finish: r.choices[0].finish_reason });
 }
 check('response_format json_schema: 20 seeds give valid JSON', { validJson, jsonProblems }, { validJson: 20, jsonProblems: [] });
-
+});
 // 5. The Responses API: plain text equals strata run; streamed deltas too; a forced call is a function_call item.
+await section('5. The Responses API: plain text equals strata run; streamed deltas too; a forced call is a function_call item.', async () => {
 const resp = await openai.responses.create({ model: want.model, input: want.user, max_output_tokens: want.max_tokens, temperature: 0 });
 check('responses.create output_text equals strata run', resp.output_text, want.text);
 check('responses.create usage', [resp.usage.input_tokens, resp.usage.output_tokens > 0, resp.usage.input_tokens_details.cached_tokens >= 0],
@@ -130,6 +145,10 @@ for await (const ev of rstream) {
 check('streamed responses: text equals strata run', rtext, want.text);
 check('streamed responses: numbered events, created first, the whole response last',
   [ordered, types.has('response.created'), types.has('response.output_item.done'), final?.output_text], [true, true, true, want.text]);
+});
+
+// 5b. The Responses API with a forced call.
+await section('5b. The Responses API with a forced call.', async () => {
 const rcall = await openai.responses.create({
   model: want.model, input: [{ role: 'user', content: [{ type: 'input_text', text: want.user }] }],
   tools: [{ type: 'function', name: 'get_weather', parameters: weatherSchema }], tool_choice: 'required',
@@ -143,8 +162,9 @@ try {
 } catch (e) {
   check('previous_response_id is refused with 400', e.status, 400);
 }
-
+});
 // 6. Anthropic's Messages API.
+await section("6. Anthropic's Messages API.", async () => {
 const msg = await anthropic.messages.create({ model: want.model, max_tokens: want.max_tokens, temperature: 0, messages });
 check('messages.create text equals strata run', msg.content.map((b) => b.text).join(''), want.text);
 check('messages.create stop_reason and usage', [msg.stop_reason, msg.usage.input_tokens + msg.usage.cache_read_input_tokens],
@@ -162,6 +182,10 @@ const stopped = await anthropic.messages.create({
   model: want.model, max_tokens: want.max_tokens, temperature: 0, messages, stop_sequences: [want.stop] });
 check('stop_sequences: the text before it, stop_reason stop_sequence',
   [stopped.content.map((b) => b.text).join(''), stopped.stop_reason, stopped.stop_sequence], [want.before_stop, 'stop_sequence', want.stop]);
+});
+
+// 7. Anthropic tools and count_tokens.
+await section('7. Anthropic tools and count_tokens.', async () => {
 const atools = [{ name: 'get_weather', description: 'Weather for a city', input_schema: weatherSchema }];
 const ause = await anthropic.messages.create({
   model: want.model, max_tokens: 300, temperature: 0, messages, tools: atools, tool_choice: { type: 'any' }, thinking: { type: 'disabled' } });
@@ -181,4 +205,5 @@ try {
 } catch (e) {
   check('an image block is refused with 400 in Anthropic\'s error shape', [e.status, e.error?.type, e.error?.error?.type], [400, 'error', 'invalid_request_error']);
 }
+});
 process.exit(failures ? 1 : 0);

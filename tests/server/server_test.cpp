@@ -159,8 +159,9 @@ TEST(Server, reasoning_goes_to_reasoning_content_unless_the_format_is_none_or_th
   if (model_path().empty()) return;
   // A template whose generation prompt opens a think block (as Qwen3.5 and DeepSeek R1 do).
   const std::string tmpl =
-      "{%- for m in messages -%}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor -%}"
-      "<|im_start|>assistant\n{%- if enable_thinking -%}<think>\n{%- else -%}<think>\n\n</think>\n\n{%- endif -%}";
+      R"({%- for m in messages -%}{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' -}}{%- endfor -%})"
+      R"({{- '<|im_start|>assistant\n' -}}{%- if enable_thinking -%}{{- '<think>\n' -}})"
+      R"({%- else -%}{{- '<think>\n\n</think>\n\n' -}}{%- endif -%})";
   fs::create_directories(kTmp);
   const std::string path = (kTmp / "thinking.jinja").string();
   std::ofstream(path) << tmpl;
@@ -302,7 +303,7 @@ TEST(Server, bad_constraints_and_tools_are_refused_naming_the_field_in_each_form
     const char* param;  // OpenAI's error.param; for Anthropic's shape a fragment of the message
   };
   const std::vector<Case> cases = {
-      {"/v1/chat/completions", "{" + msgs + R"(,"grammar":"root ::= (")", bearer, 400, "grammar"},
+      {"/v1/chat/completions", "{" + msgs + R"(,"grammar":"root ::= ("})", bearer, 400, "grammar"},
       {"/v1/chat/completions", "{" + msgs + R"(,"json_schema":{"type":"object","patternProperties":{}}})", bearer, 400, "json_schema"},
       {"/v1/chat/completions", "{" + msgs + R"(,"tool_choice":"required"})", bearer, 400, "tool_choice"},
       {"/v1/chat/completions", "{" + msgs + R"(,"tools":[{"type":"function","function":{"name":"bad name!"}}]})", bearer, 400, "tools"},

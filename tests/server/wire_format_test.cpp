@@ -56,6 +56,14 @@ std::vector<Sse> parse_sse(const std::string& text) {
   return out;
 }
 
+TurnUsage usage(int32_t prompt, int32_t completion, int32_t cached) {
+  TurnUsage u;
+  u.prompt_tokens = prompt;
+  u.completion_tokens = completion;
+  u.cached_tokens = cached;
+  return u;
+}
+
 TurnEvents content(std::string reasoning, std::string text) {
   TurnEvents ev;
   ev.reasoning = std::move(reasoning);
@@ -73,7 +81,7 @@ TurnEvents finish(std::string reason) {
   TurnEvents ev;
   ev.done = true;
   ev.finish_reason = std::move(reason);
-  ev.usage = {12, 7, 4};
+  ev.usage = usage(12, 7, 4);
   return ev;
 }
 
@@ -139,7 +147,7 @@ TEST(OpenAiWire, a_whole_answer_carries_calls_reasoning_and_cached_tokens) {
   r.reasoning = "hmm";
   r.tool_calls.push_back({"call_9", "get", "{\"a\":1}"});
   r.finish_reason = "tool_calls";
-  r.usage = {10, 3, 6};
+  r.usage = usage(10, 3, 6);
   const json j = wire.response(r);
   const json& m = j["choices"][0]["message"];
   EXPECT_TRUE(m["content"].is_null());
@@ -195,7 +203,7 @@ TEST(AnthropicWire, blocks_become_the_conversation_the_template_sees) {
 TEST(AnthropicWire, a_stream_opens_and_closes_one_block_per_kind_in_order) {
   AnthropicMessages wire;
   wire.set_served("m", "msg_1", 5);
-  std::string s = wire.stream_start({12, 0, 4});
+  std::string s = wire.stream_start(usage(12, 0, 4));
   s += wire.stream_events(content("th", ""));
   s += wire.stream_events(content("ink", "Hel"));
   s += wire.stream_events(content("", "lo"));
@@ -284,7 +292,7 @@ TEST(ResponsesWire, a_stream_numbers_its_events_and_ends_with_the_whole_response
   TurnRequest turn;
   ASSERT_FALSE(parse(wire, R"({"input":"hi","stream":true})", turn));
   wire.set_served("m", "resp_1", 5);
-  std::string s = wire.stream_start({12, 0, 0});
+  std::string s = wire.stream_start(usage(12, 0, 0));
   s += wire.stream_events(content("why", ""));
   s += wire.stream_events(content("", "Hi"));
   s += wire.stream_events(call_delta(0, "call_1", "get", "{}"));
