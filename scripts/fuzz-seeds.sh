@@ -8,7 +8,7 @@ build=${1:?usage: fuzz-seeds.sh <fuzz-build-dir> <out>}
 out=${2:?usage: fuzz-seeds.sh <fuzz-build-dir> <out>}
 shared=${STRATA_SHARED_DIR:-../shared}
 rm -rf "$out"
-mkdir -p "$out"/{gguf_reader,chat_template,openai_request,worker_messages,tokenizer}
+mkdir -p "$out"/{gguf_reader,chat_template,openai_request,worker_messages,tokenizer,chat_output}
 
 # Protobuf messages, metadata images, a synthetic GGUF, chat templates, vocab test strings.
 STRATA_SHARED_DIR="$shared" "$build/fuzz/fuzz_seed_writer" "$out"
@@ -78,5 +78,12 @@ cat >"$req/completion-tokens" <<'JSON'
 JSON
 printf '{"prompt": 1, "messages": {}, "max_tokens": -5, "temperature": 1e400}' >"$req/invalid-types"
 printf '[{"a": [1, 2, {"b": null}]}]' >"$req/not-an-object"
+
+# Generated text for chat::OutputParser: byte 0 picks format and flags (0x21 Hermes + thinking,
+# 0x26 Qwen XML + thinking, starting in reasoning, 0x03 Llama 3), byte 1 seeds the piece sizes.
+co=$out/chat_output
+printf '\x21\x05<think>\nplan\n</think>\n\nOk.\n<tool_call>\n{"name": "f", "arguments": {"a": 1, "b": {"c": [true, null, "x\\u00e9"]}}}\n</tool_call>' >"$co/hermes"
+printf '\x26\x09The plan.\n</think>\n\n<tool_call>\n<function=f>\n<parameter=a>\n12\n</parameter>\n<parameter=b>\n{"k": 1}\n</parameter>\n</function>\n</tool_call>' >"$co/qwen-xml"
+printf '\x03\x02<|python_tag|>{"name": "f", "parameters": {"a": 2}}; {"type": "function", "name": "f", "parameters": {}}' >"$co/llama3"
 
 for d in "$out"/*/; do echo "seeds: $(basename "$d"): $(ls "$d" | wc -l) files"; done

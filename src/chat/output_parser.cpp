@@ -127,7 +127,6 @@ Progress OutputParser::State::step() {
       std::string_view r = rest();
       size_t ws = leading_ws(r);
       if (ws == r.size() && !finishing && r.size() < kMaxHeldBytes) return Progress::kNeedMore;
-      call_is_llama = true;
       mode = ws < r.size() && r[ws] == '{' ? Mode::kCallOpen : Mode::kContent;
       return Progress::kMoved;
     }
@@ -138,9 +137,9 @@ Progress OutputParser::State::step() {
     case Mode::kJsonTail:
     case Mode::kHermesClose: return step_json_tail();
     case Mode::kXmlBetween:
-    case Mode::kXmlParamName:
-    case Mode::kXmlValue:
-    case Mode::kXmlAfterFunction: return step_xml();
+    case Mode::kXmlAfterFunction: return step_xml_between();
+    case Mode::kXmlParamName: return step_xml_param_name();
+    case Mode::kXmlValue: return step_xml_value();
     case Mode::kAfterCall: return step_after_call();
     case Mode::kFinished: return Progress::kNeedMore;
   }
@@ -197,7 +196,6 @@ Progress OutputParser::State::step_content() {
     size_t ws_start = trailing_ws_start(r, at);
     emit_content(r.substr(0, ws_start));
     consume(ws_start);
-    call_is_llama = false;
     mode = Mode::kCallOpen;
     return Progress::kMoved;
   }
@@ -227,7 +225,6 @@ Progress OutputParser::State::step_after_call() {
     return finishing ? Progress::kMoved : Progress::kNeedMore;
   }
   if (can_start_call() && llama && r[0] == '{') {
-    call_is_llama = true;
     mode = Mode::kCallOpen;
     return Progress::kMoved;
   }

@@ -47,7 +47,9 @@ struct OutputParser::State {
   Progress step_json_held();
   Progress step_json_args();
   Progress step_json_tail();
-  Progress step_xml();
+  Progress step_xml_between();     // also kXmlAfterFunction
+  Progress step_xml_param_name();
+  Progress step_xml_value();
   Progress step_after_call();
   void finish_reasoning();
 
@@ -81,7 +83,6 @@ struct OutputParser::State {
   OutputDelta out;
 
   bool reasoning_started = false;
-  bool call_is_llama = false;       // the call being read has no <tool_call> marker around it
   size_t call_lead = 0;             // whitespace before the call's marker (content if it is no call)
   size_t call_bytes = 0;            // text consumed by the committed call
   JsonScanner args_scanner, tail_scanner;

@@ -288,53 +288,57 @@ void OutputParser::State::xml_finish_call() {
   mode = Mode::kXmlAfterFunction;
 }
 
-Progress OutputParser::State::step_xml() {
+Progress OutputParser::State::step_xml_between() {
   std::string_view r = rest();
-  if (mode == Mode::kXmlBetween || mode == Mode::kXmlAfterFunction) {
-    size_t ws = leading_ws(r);
-    consume(ws);
-    call_bytes += ws;
-    r = rest();
-    const bool between = mode == Mode::kXmlBetween;
-    if (between && starts_with(r, kParameterOpen)) {
-      consume(kParameterOpen.size());
-      mode = Mode::kXmlParamName;
-      return Progress::kMoved;
-    }
-    if (between && starts_with(r, kFunctionClose)) {
-      consume(kFunctionClose.size());
-      xml_finish_call();
-      return Progress::kMoved;
-    }
-    if (starts_with(r, kToolCallClose)) {
-      consume(kToolCallClose.size());
-      if (between) xml_finish_call();
-      mode = Mode::kAfterCall;
-      return Progress::kMoved;
-    }
-    bool maybe = r.empty() || may_become(r, kToolCallClose) ||
-                 (between && (may_become(r, kParameterOpen) || may_become(r, kFunctionClose)));
-    if (maybe && !finishing) return Progress::kNeedMore;
+  size_t ws = leading_ws(r);
+  consume(ws);
+  call_bytes += ws;
+  r = rest();
+  const bool between = mode == Mode::kXmlBetween;
+  if (between && starts_with(r, kParameterOpen)) {
+    consume(kParameterOpen.size());
+    mode = Mode::kXmlParamName;
+    return Progress::kMoved;
+  }
+  if (between && starts_with(r, kFunctionClose)) {
+    consume(kFunctionClose.size());
+    xml_finish_call();
+    return Progress::kMoved;
+  }
+  if (starts_with(r, kToolCallClose)) {
+    consume(kToolCallClose.size());
     if (between) xml_finish_call();
-    mode = r.empty() ? Mode::kAfterCall : Mode::kContent;  // anything else is content again
+    mode = Mode::kAfterCall;
     return Progress::kMoved;
   }
-  if (mode == Mode::kXmlParamName) {
-    size_t gt = r.find('>');
-    std::string_view name = r.substr(0, gt);
-    bool bad = !name.empty() && !valid_xml_name(name);
-    if (gt == std::string_view::npos && !bad && !finishing) return Progress::kNeedMore;
-    if (gt == std::string_view::npos || !valid_xml_name(name)) {
-      break_call("");
-      return Progress::kMoved;
-    }
-    xml_param = std::string(name);
-    consume(gt + 1);
-    call_bytes += gt + 1;
-    mode = Mode::kXmlValue;
+  bool maybe = r.empty() || may_become(r, kToolCallClose) ||
+               (between && (may_become(r, kParameterOpen) || may_become(r, kFunctionClose)));
+  if (maybe && !finishing) return Progress::kNeedMore;
+  if (between) xml_finish_call();
+  mode = r.empty() ? Mode::kAfterCall : Mode::kContent;  // anything else is content again
+  return Progress::kMoved;
+}
+
+Progress OutputParser::State::step_xml_param_name() {
+  std::string_view r = rest();
+  size_t gt = r.find('>');
+  std::string_view name = r.substr(0, gt);
+  bool bad = !name.empty() && !valid_xml_name(name);
+  if (gt == std::string_view::npos && !bad && !finishing) return Progress::kNeedMore;
+  if (gt == std::string_view::npos || !valid_xml_name(name)) {
+    break_call("");
     return Progress::kMoved;
   }
-  // kXmlValue: the value runs to </parameter> (or, when that is missing, </function> or </tool_call>).
+  xml_param = std::string(name);
+  consume(gt + 1);
+  call_bytes += gt + 1;
+  mode = Mode::kXmlValue;
+  return Progress::kMoved;
+}
+
+// The value runs to </parameter> (or, when that is missing, </function> or </tool_call>).
+Progress OutputParser::State::step_xml_value() {
+  std::string_view r = rest();
   size_t end = std::string_view::npos;
   bool own_close = false;
   for (std::string_view m : {kParameterClose, kFunctionClose, kToolCallClose}) {

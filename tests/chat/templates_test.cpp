@@ -5,6 +5,7 @@
 
 #include "chat/parse_helpers.h"
 #include "gguf/gguf.h"
+#include "grammar/grammar.h"
 #include "testing/shared_data.h"
 #include "text/chat_template.h"
 
@@ -60,7 +61,7 @@ struct Rendered {
 
 // Renders [system, user, assistant with two tool calls] and returns the assistant turn as the model
 // would have written it: the full render minus the prompt with add_generation_prompt, up to `end`.
-Rendered render(const std::string& source, const std::string& end) {
+Rendered render(const std::string& source, const std::string& end, const std::string& content = "Let me check both.") {
   auto t = text::ChatTemplate::parse(source);
   EXPECT_TRUE(t.ok()) << t.error().message;
   if (!t.ok()) return {};
@@ -70,7 +71,7 @@ Rendered render(const std::string& source, const std::string& end) {
   opts.tools_json = kTools;
   auto prompt = t->render(messages, opts);
   EXPECT_TRUE(prompt.ok()) << prompt.error().message;
-  text::ChatMessage assistant{"assistant", "Let me check both.", "The user wants weather and time.", {}, "", ""};
+  text::ChatMessage assistant{"assistant", content, "The user wants weather and time.", {}, "", ""};
   assistant.tool_calls = {{"call_1", "get_weather", R"({"city": "Paris", "days": 3, "hourly": true, "tags": ["a", "b"]})"},
                           {"call_2", "get_time", R"({"zone": "Europe/Paris"})"}};
   messages.push_back(assistant);
@@ -169,6 +170,42 @@ TEST(TemplateRoundTrip, llama3_json_after_python_tag) {
   auto j = testing::parse_all_ways(s, r.assistant);
   EXPECT_EQ(j.content, "") << r.assistant;
   expect_calls(j);
+}
+
+// What the templates write for a turn of calls alone is in the language of tool_call_grammar for the
+// detected format (parallel, tool_choice required), spelled with the Qwen3 vocabulary's tokens.
+TEST(TemplateRoundTrip, the_tool_call_grammar_accepts_what_the_templates_write) {
+  auto file = gguf::File::open(strata::testing::shared_file("models/vocab/ggml-vocab-qwen3.gguf"));
+  ASSERT_TRUE(file.ok());
+  auto vocab = text::Vocab::load(**file);
+  ASSERT_TRUE(vocab.ok());
+  for (const std::string& src : {gguf_template("models/vocab/ggml-vocab-qwen3.gguf"), template_file("Qwen3.6.jinja")}) {
+    Rendered r = render(src, "<|im_end|>", "");
+    auto s = setup_for(src, r);
+    auto text = tool_call_grammar(s.format, s.tools, ToolChoice{ToolChoice::kRequired, ""}, true, s.starts_in_reasoning);
+    ASSERT_TRUE(text.ok()) << text.error().message;
+    auto g = grammar::parse_gbnf(*text);
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    grammar::Matcher m(*g, **vocab);
+    bool all = true;
+    for (text::Token t : (*vocab)->tokenize(r.assistant, false, false)) {
+      all = all && m.allows(t) && m.accept(t).ok();
+    }
+    EXPECT_TRUE(all && m.can_end()) << r.assistant;
+    auto single = tool_call_grammar(s.format, s.tools, ToolChoice{ToolChoice::kFunction, "get_time"}, true,
+                                    s.starts_in_reasoning);
+    ASSERT_TRUE(single.ok());
+    grammar::Matcher only_time(*grammar::parse_gbnf(*single), **vocab);
+    bool refused = false;
+    for (text::Token t : (*vocab)->tokenize(r.assistant, false, false)) {
+      if (!only_time.allows(t)) {
+        refused = true;
+        break;
+      }
+      (void)only_time.accept(t);
+    }
+    EXPECT_TRUE(refused) << "a grammar for get_time alone refuses the get_weather call";
+  }
 }
 
 }  // namespace
