@@ -34,7 +34,10 @@ Result<std::shared_ptr<const Grammar>> parse_gbnf(std::string_view text);
 
 // JSON schema -> GBNF text; every rule name starts with `prefix` and the schema's rule is
 // `<prefix>root`. Unsupported keywords are refused with an error naming the keyword and its path.
+// Properties come in the schema's order with an ordered_json (parse the request body as one to keep
+// the client's order); a nlohmann::json keeps its keys sorted, so its properties come sorted.
 Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema, std::string_view prefix = "");
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema, std::string_view prefix = "");
 
 // GBNF for any JSON object (response_format {"type": "json_object"}).
 std::string json_object_gbnf();

@@ -1,8 +1,8 @@
 // JSON schema -> GBNF. Each schema node becomes an expression over shared primitive rules (string,
 // number, ...) and rules named after the node's path. Whitespace between tokens is bounded (one
 // space, or a newline and up to 8 indentation characters) and numbers have bounded digit counts, so
-// every generated document ends. Objects list their properties in key order; optional ones may be
-// left out.
+// every generated document ends. Objects list their properties in the schema's order (key order
+// when the schema comes as a nlohmann::json, which keeps keys sorted); optional ones may be left out.
 #include <cmath>
 #include <functional>
 #include <map>
@@ -15,7 +15,7 @@
 
 namespace strata::grammar {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -469,10 +469,18 @@ class Converter {
 
 }  // namespace
 
-Result<std::string> json_schema_to_gbnf(const json& schema, std::string_view prefix) {
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema, std::string_view prefix) {
   try {
     return Converter(schema, std::string(prefix)).run();
   } catch (const json::exception& e) {  // a value of an unexpected JSON type deep inside
+    return make_error(ErrorCode::kInvalidArgument, "json schema: {}", e.what());
+  }
+}
+
+Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema, std::string_view prefix) {
+  try {
+    return json_schema_to_gbnf(json::parse(schema.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)), prefix);
+  } catch (const json::exception& e) {
     return make_error(ErrorCode::kInvalidArgument, "json schema: {}", e.what());
   }
 }

@@ -23,7 +23,8 @@ constexpr uint32_t kEmptyStack = 0;     // the stack with nothing left: the gram
 constexpr uint32_t kMaxDepth = 1024;    // deeper nesting (e.g. JSON arrays) is not generated
 constexpr size_t kMaxStacks = 2048;     // per set; more is an ambiguous grammar
 constexpr size_t kMaxNodes = 1 << 21;   // caches are rebuilt from the current state past these
-constexpr size_t kMaxSets = 1 << 16;
+constexpr size_t kMaxSets = 1 << 14;    // 1 KiB of transitions each
+constexpr size_t kCachedMasks = 8;      // allowed-token vectors kept for recent states
 
 }  // namespace
 
@@ -43,20 +44,12 @@ class MatcherState {
   bool overflowed() const { return overflowed_; }
 
   uint32_t next(uint32_t set, uint8_t byte) {
-    std::array<uint32_t, 256>* table = tables_[set].get();
-    if (table == nullptr) {
-      tables_[set] = std::make_unique<std::array<uint32_t, 256>>();
-      table = tables_[set].get();
-      table->fill(kUnknown);
-    }
-    uint32_t& to = (*table)[byte];
-    if (to == kUnknown) {
-      const uint32_t computed = compute_next(set, byte);
-      // intern() may have grown tables_, but the array itself does not move.
-      (*table)[byte] = computed;
-      return computed;
-    }
-    return to;
+    const size_t at = static_cast<size_t>(set) * 256 + byte;
+    const uint32_t to = table_[at];
+    if (to != kUnknown) return to;
+    const uint32_t computed = compute_next(set, byte);  // may grow table_: index again
+    table_[at] = computed;
+    return computed;
   }
 
   // The set after a whole text, kDead when some byte is refused.
@@ -110,7 +103,8 @@ class MatcherState {
     sets_.clear();
     set_stacks_.clear();
     set_ids_.clear();
-    tables_.clear();
+    table_.clear();
+    masks_.clear();
     intern({});  // kDead
   }
 
@@ -187,7 +181,7 @@ class MatcherState {
     sets_.push_back(Set{static_cast<uint32_t>(set_stacks_.size()), static_cast<uint32_t>(stacks.size()), can_end,
                         can_end && stacks.size() == 1});
     set_stacks_.insert(set_stacks_.end(), stacks.begin(), stacks.end());
-    tables_.emplace_back();
+    table_.resize(table_.size() + 256, kUnknown);
     return it->second;
   }
 
@@ -201,12 +195,58 @@ class MatcherState {
   std::vector<Set> sets_;
   std::vector<uint32_t> set_stacks_;
   std::unordered_map<std::string, uint32_t> set_ids_;
-  std::vector<std::unique_ptr<std::array<uint32_t, 256>>> tables_;
+  std::vector<uint32_t> table_;  // set * 256 + byte -> set (kUnknown until computed)
   bool overflowed_ = false;
+  struct CachedMask {
+    uint32_t set;
+    std::vector<uint8_t> allowed;
+  };
+  std::vector<CachedMask> masks_;  // most recent last
+  std::vector<uint32_t> at_level_;
 
  public:
-  std::vector<uint8_t> allowed;      // scratch for mask(), by token id
-  std::vector<uint32_t> at_depth;    // scratch for mask(): the set at each trie depth
+  // By token id: 1 when the grammar allows the token's text from `set` (EOG tokens 0). One walk of
+  // the trie, or a copy of a recent state's answer (states recur: inside a string, after a comma).
+  const std::vector<uint8_t>& allowed_tokens(uint32_t set) {
+    for (size_t i = 0; i < masks_.size(); ++i) {
+      if (masks_[i].set == set) {
+        std::rotate(masks_.begin() + static_cast<ptrdiff_t>(i), masks_.begin() + static_cast<ptrdiff_t>(i) + 1, masks_.end());
+        return masks_.back().allowed;
+      }
+    }
+    std::vector<uint8_t> allowed;
+    if (masks_.size() >= kCachedMasks) {
+      allowed = std::move(masks_.front().allowed);
+      masks_.erase(masks_.begin());
+    }
+    walk_trie(set, allowed);
+    masks_.push_back(CachedMask{set, std::move(allowed)});
+    return masks_.back().allowed;
+  }
+
+ private:
+  void walk_trie(uint32_t set, std::vector<uint8_t>& allowed) {
+    const TokenTrie& trie = *trie_;
+    allowed.assign(static_cast<size_t>(trie.n_tokens), 0);
+    at_level_.resize(static_cast<size_t>(trie.max_level) + 1);
+    at_level_[0] = set;
+    const auto n_nodes = static_cast<uint32_t>(trie.level.size());
+    const auto* edges = reinterpret_cast<const uint8_t*>(trie.edges.data());
+    for (uint32_t i = 0; i < n_nodes;) {
+      const uint32_t lvl = trie.level[i];
+      uint32_t to = at_level_[lvl - 1];
+      for (uint32_t e = trie.edge_begin[i], end = trie.edge_begin[i + 1]; e < end && to != kDead; ++e) {
+        to = next(to, edges[e]);
+      }
+      if (to == kDead) {
+        i = trie.skip[i];
+        continue;
+      }
+      at_level_[lvl] = to;
+      for (uint32_t k = trie.token_begin[i]; k < trie.token_begin[i + 1]; ++k) allowed[trie.tokens[k]] = 1;
+      ++i;
+    }
+  }
 };
 
 Matcher::Matcher(std::shared_ptr<const Grammar> grammar, const text::Vocab& vocab)
@@ -233,29 +273,22 @@ bool Matcher::allows(text::Token token) const {
 void Matcher::mask(std::span<float> logits) const {
   MatcherState& st = *state_;
   st.compact();
-  const TokenTrie& trie = st.trie();
-  st.allowed.assign(static_cast<size_t>(trie.n_tokens), 0);
-  st.at_depth.resize(static_cast<size_t>(trie.max_depth) + 1);
-  st.at_depth[0] = st.current;
-  const uint32_t n_nodes = static_cast<uint32_t>(trie.byte.size());
-  for (uint32_t i = 1; i < n_nodes;) {
-    const uint32_t d = trie.depth[i];
-    const uint32_t set = st.next(st.at_depth[d - 1], trie.byte[i]);
-    if (set == kDead) {
-      i = trie.skip[i];
-      continue;
-    }
-    st.at_depth[d] = set;
-    for (uint32_t k = trie.token_begin[i]; k < trie.token_begin[i + 1]; ++k) st.allowed[trie.tokens[k]] = 1;
-    ++i;
-  }
-  const uint8_t end_ok = can_end() ? 1 : 0;
+  const std::vector<uint8_t>& allowed = st.allowed_tokens(st.current);
+  const std::vector<text::Token>& eog = st.trie().eog_tokens;
+  float* row = logits.data();
+  // End-of-generation tokens keep their logits where the grammar may end.
+  std::vector<float> eog_logits;
+  const bool end_ok = can_end();
+  for (text::Token t : eog) eog_logits.push_back(end_ok && static_cast<size_t>(t) < logits.size() ? row[t] : 0.0f);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  const size_t n = std::min(logits.size(), st.allowed.size());
-  for (size_t t = 0; t < n; ++t) {
-    if (!(trie.eog[t] ? end_ok : st.allowed[t])) logits[t] = kNegInf;
+  const size_t n = std::min(logits.size(), allowed.size());
+  const uint8_t* ok = allowed.data();
+  for (size_t t = 0; t < n; ++t) row[t] = ok[t] ? row[t] : kNegInf;
+  for (size_t t = n; t < logits.size(); ++t) row[t] = kNegInf;  // rows wider than the vocabulary
+  if (!end_ok) return;
+  for (size_t i = 0; i < eog.size(); ++i) {
+    if (static_cast<size_t>(eog[i]) < logits.size()) row[eog[i]] = eog_logits[i];
   }
-  for (size_t t = n; t < logits.size(); ++t) logits[t] = kNegInf;  // rows wider than the vocabulary
 }
 
 Status Matcher::accept(text::Token token) {

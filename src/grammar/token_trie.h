@@ -13,19 +13,23 @@
 namespace strata::grammar {
 
 struct TokenTrie {
-  // Node i (0 is the root, the empty text): its last byte, its depth (text length), the index just
-  // past its subtree, and the tokens whose text ends there: tokens[token_begin[i], token_begin[i+1]).
-  std::vector<uint8_t> byte;
-  std::vector<uint16_t> depth;
+  // A radix trie (chains of single-child nodes without tokens merged) in preorder, root left out.
+  // Node i: its edge bytes edges[edge_begin[i], edge_begin[i+1]), its level (1 below the root), the
+  // index just past its subtree, the tokens whose text ends there: tokens[token_begin[i], token_begin[i+1]).
+  std::string edges;
+  std::vector<uint32_t> edge_begin;
+  std::vector<uint16_t> level;
   std::vector<uint32_t> skip;
   std::vector<uint32_t> token_begin;
   std::vector<text::Token> tokens;
-  uint16_t max_depth = 0;
+  uint16_t max_level = 0;
+  size_t n_byte_nodes = 0;  // nodes of the uncompressed byte trie (for the benchmarks)
   // By token id: its text (what generation emits; empty for control tokens, never allowed) and
   // whether it ends generation.
   std::vector<uint32_t> text_begin;  // n_tokens + 1 offsets into text_bytes
   std::string text_bytes;
   std::vector<uint8_t> eog;
+  std::vector<text::Token> eog_tokens;
   int32_t n_tokens = 0;
 
   std::string_view text(text::Token t) const {

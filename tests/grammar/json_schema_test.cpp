@@ -160,6 +160,7 @@ const char* const kSchemas[] = {
 void walk_schemas(const char* vocab_path, int seeds) {
   auto vocab = text::testing_util::load_shared_vocab(vocab_path);
   ASSERT_TRUE(vocab);
+  const std::vector<float> bonus = testing_util::structural_bonus(*vocab);
   for (const char* text : kSchemas) {
     const json schema = json::parse(text);
     auto gbnf = json_schema_to_gbnf(schema);
@@ -168,7 +169,7 @@ void walk_schemas(const char* vocab_path, int seeds) {
     ASSERT_TRUE(g);
     const Validator validator(schema);
     for (int seed = 0; seed < seeds; ++seed) {
-      const auto walk = testing_util::random_walk(g, *vocab, static_cast<uint32_t>(seed), 4000);
+      const auto walk = testing_util::random_walk(g, *vocab, static_cast<uint32_t>(seed), 4000, bonus);
       ASSERT_TRUE(walk.ended) << "no end after " << walk.steps << " tokens: " << walk.text.substr(0, 400);
       json doc;
       try {
@@ -194,8 +195,9 @@ TEST(JsonSchema, json_object_grammar_gives_objects) {
   ASSERT_TRUE(vocab);
   auto g = must_parse(json_object_gbnf());
   ASSERT_TRUE(g);
+  const std::vector<float> bonus = testing_util::structural_bonus(*vocab);
   for (uint32_t seed = 0; seed < 20; ++seed) {
-    const auto walk = testing_util::random_walk(g, *vocab, seed, 4000);
+    const auto walk = testing_util::random_walk(g, *vocab, seed, 4000, bonus);
     ASSERT_TRUE(walk.ended) << walk.text.substr(0, 400);
     EXPECT_TRUE(json::parse(walk.text).is_object()) << walk.text;
   }
@@ -238,6 +240,18 @@ TEST(JsonSchema, optional_properties_may_be_left_out_in_any_combination) {
   EXPECT_FALSE(matches(g, R"({"b":1,})"));
   EXPECT_FALSE(matches(g, R"({"b":1,"d":2})"));
   EXPECT_FALSE(matches(g, R"({"b":1          })"));  // whitespace is bounded
+}
+
+TEST(JsonSchema, an_ordered_schema_keeps_the_clients_property_order) {
+  const auto schema = nlohmann::ordered_json::parse(R"({"type":"object","properties":{"z":{"type":"integer"},"a":{"type":"integer"}},"required":["z","a"]})");
+  auto ordered = json_schema_to_gbnf(schema);
+  ASSERT_TRUE(ordered.ok());
+  auto g = must_parse(*ordered);
+  EXPECT_TRUE(matches(g, R"({"z":1,"a":2})"));
+  EXPECT_FALSE(matches(g, R"({"a":2,"z":1})"));
+  auto sorted = json_schema_to_gbnf(json::parse(schema.dump()));  // std::map keys: sorted
+  ASSERT_TRUE(sorted.ok());
+  EXPECT_TRUE(matches(must_parse(*sorted), R"({"a":2,"z":1})"));
 }
 
 TEST(JsonSchema, additional_properties_never_repeat_a_declared_key) {
