@@ -123,8 +123,11 @@ void activate_qkv(const LayerContext& ctx) {
   });
 }
 
-// The gated delta rule, one task per (sequence, value head): in chunks when the sequence brings
-// several tokens, token by token otherwise. Outputs go to s.delta (per token, H_v x d_v).
+// The gated delta rule, one task per (sequence, value head), token by token whatever the batch (as
+// llama.cpp's CPU kernel). The chunked form rounds differently depending on where a batch starts and
+// ends, so a prompt resumed from a cached state checkpoint would not match a fresh run bit for bit;
+// token by token the state at every position is the same however the prompt was split. Outputs go
+// to s.delta (per token, H_v x d_v).
 void delta_rule(const LayerContext& ctx, int il, const std::vector<std::pair<int32_t, std::vector<int32_t>>>& sequences,
                 const DeltaNetOptions& options) {
   const HParams& hp = ctx.hp;
@@ -135,7 +138,6 @@ void delta_rule(const LayerContext& ctx, int il, const std::vector<std::pair<int
   const DeltaShape shape{dk, dv, 1.0f / std::sqrt(static_cast<float>(dk))};
   const int64_t n_tasks = static_cast<int64_t>(sequences.size()) * Hv;
   ctx.pool.parallel_for(n_tasks, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> work;
     for (int64_t i = i0; i < i1; ++i) {
       const auto& [seq, rows] = sequences[i / Hv];
       const int32_t h = static_cast<int32_t>(i % Hv);
@@ -146,12 +148,7 @@ void delta_rule(const LayerContext& ctx, int il, const std::vector<std::pair<int
                            s.decay.data() + h, s.beta.data() + h, Hv,
                            s.delta.data() + int64_t{h} * dv, V};
       float* S = ctx.recurrent->ssm(il, seq) + int64_t{h} * dk * dv;
-      const int64_t n = static_cast<int64_t>(rows.size());
-      if (n > 1) {
-        delta_rule_chunked(head, rows.data(), n, shape, S, kDeltaChunk, work);
-      } else {
-        delta_rule_tokens(head, rows.data(), n, shape, S);
-      }
+      delta_rule_tokens(head, rows.data(), static_cast<int64_t>(rows.size()), shape, S);
     }
   });
 }

@@ -53,11 +53,10 @@ ScratchFloats layer_scratch(const HParams& hp, const StageConfig& stage, bool ga
   }
   if (recurrent) {
     const uint64_t C = u(hp.ssm_conv_channels()), V = u(hp.ssm_inner_size), Hv = u(hp.ssm_n_v_heads);
-    const uint64_t dv = u(hp.ssm_head_v_dim()), chunk = u(kDeltaChunk);
     f.persistent += T * (2 * C + 2 * V + 2 * Hv) + T * std::max(C + V, 2 * Hv);  // mix, conv, z, delta, beta, decay, ba
     widest_input = std::max(widest_input, V);
-    // Each task's chunked delta-rule work area (delta_rule.cpp) and the rows grouped by sequence.
-    f.transient = std::max(f.transient, threads * (chunk + 2 * chunk * chunk + chunk * dv) + 2 * T);
+    // The rows grouped by sequence (the delta rule runs token by token in place).
+    f.transient = std::max(f.transient, 2 * T);
   }
   if (moe) {
     const uint64_t X = u(hp.n_expert), R = T * u(hp.n_expert_used), F = u(hp.n_ff_expert);

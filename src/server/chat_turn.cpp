@@ -45,17 +45,6 @@ class BigPromptTurn {
   bool got_ = false;
 };
 
-// Where the conversation so far ends in the prompt's tokens (the generation prompt follows): the
-// tokens `conversation` (the chat rendered without a generation prompt) has in common with it. -1
-// without one. The next turn re-renders this one, so a checkpoint there lets it resume.
-int32_t cache_boundary(const text::Vocab& vocab, const std::vector<text::Token>& prompt, const std::string& conversation) {
-  if (conversation.empty()) return -1;
-  const std::vector<text::Token> tokens = vocab.tokenize(conversation, true, true);
-  size_t n = 0;
-  while (n < tokens.size() && n < prompt.size() && tokens[n] == prompt[n]) ++n;
-  return static_cast<int32_t>(n);
-}
-
 // llama-server's "timings" of a finished request.
 json timings_json(const Request& r) {
   const int32_t computed = r.n_prompt() - r.n_cached();

@@ -70,6 +70,11 @@ double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
 
 }  // namespace
 
+int32_t cache_boundary(const text::Vocab& vocab, const std::vector<text::Token>& prompt, const std::string& conversation) {
+  if (conversation.empty()) return -1;
+  return static_cast<int32_t>(common_prefix(vocab.tokenize(conversation, true, true), prompt));
+}
+
 Scheduler::Scheduler(runtime::Engine& engine, SchedulerOptions options) : engine_(engine), options_(options) {
   for (int32_t s = 0; s < engine.n_seq(); ++s) {
     slots_.push_back(std::make_unique<Slot>());
@@ -130,14 +135,16 @@ std::vector<SlotInfo> Scheduler::slots() const {
   return out;
 }
 
-// The free slot whose cache shares the longest prefix with the prompt; the least recently used among
-// equals (and when the request does not reuse the cache).
+// The free slot whose cache shares the longest prefix with the prompt when that is a real share of
+// it (slot_prompt_similarity); the least recently used otherwise, and among equals.
 Scheduler::Slot* Scheduler::pick_slot(const GenerationParams& params, bool cache_prompt) {
   Slot* best = nullptr;
   size_t best_prefix = 0;
+  const double enough = options_.slot_prompt_similarity * static_cast<double>(params.prompt.size());
   for (auto& slot : slots_) {
     if (slot->active()) continue;
-    const size_t prefix = cache_prompt ? common_prefix(slot->cached, params.prompt) : 0;
+    size_t prefix = cache_prompt ? common_prefix(slot->cached, params.prompt) : 0;
+    if (static_cast<double>(prefix) < enough) prefix = 0;
     if (!best || prefix > best_prefix || (prefix == best_prefix && slot->last_used < best->last_used)) {
       best = slot.get();
       best_prefix = prefix;

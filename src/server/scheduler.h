@@ -101,8 +101,17 @@ struct SlotInfo {
   std::vector<int32_t> checkpoints;       // positions of its state checkpoints
 };
 
+// Where the conversation so far ends in a chat prompt's tokens (its generation prompt follows): the
+// tokens `conversation` (the chat rendered without a generation prompt) has in common with it; -1
+// when conversation is empty. The next turn re-renders this one, so a checkpoint there resumes it.
+int32_t cache_boundary(const text::Vocab& vocab, const std::vector<text::Token>& prompt, const std::string& conversation);
+
 struct SchedulerOptions {
   int32_t checkpoint_interval = 4096;  // a checkpoint every this many prompt tokens (recurrent models)
+  // A slot is chosen for its cache when it shares at least this share of the prompt (llama-server's
+  // --slot-prompt-similarity); otherwise the least recently used one, so one conversation does not
+  // evict another that only shares a template header.
+  double slot_prompt_similarity = 0.5;
 };
 
 class Scheduler {

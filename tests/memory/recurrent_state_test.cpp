@@ -139,5 +139,54 @@ TEST(RecurrentState, rejects_a_bad_configuration) {
   EXPECT_FALSE(RecurrentState::create(c).ok());
 }
 
+TEST(RecurrentState, a_checkpoint_brings_back_the_state_and_position_it_saved) {
+  RecurrentConfig c = small_config();
+  c.n_checkpoints = 2;
+  auto s = RecurrentState::create(c);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(RecurrentState::checkpoint_bytes(c), 2 * 3 * 2 * RecurrentState::bytes_per_layer_seq(c));
+  EXPECT_EQ(RecurrentState::bytes_needed(c), s->bytes() + RecurrentState::checkpoint_bytes(c));
+  fill(*s, 1, 3.0f);
+  s->set_n_past(1, 10);
+  ASSERT_TRUE(s->save_checkpoint(1).ok());
+  fill(*s, 1, 7.0f);
+  s->set_n_past(1, 20);
+  fill(*s, 2, 9.0f);  // another sequence is untouched by seq 1's checkpoints
+  ASSERT_TRUE(s->restore_checkpoint(1, 10).ok());
+  EXPECT_EQ(s->n_past(1), 10);
+  EXPECT_TRUE(all_equal(*s, 1, 3.0f, 3.5f));
+  EXPECT_TRUE(all_equal(*s, 2, 9.0f, 9.5f));
+  EXPECT_EQ(s->checkpoint_positions(1), std::vector<int32_t>{10});
+  // No checkpoint at 15: nothing changes.
+  fill(*s, 1, 4.0f);
+  s->set_n_past(1, 30);
+  EXPECT_FALSE(s->restore_checkpoint(1, 15).ok());
+  EXPECT_EQ(s->n_past(1), 30);
+  EXPECT_TRUE(all_equal(*s, 1, 4.0f, 4.5f));
+}
+
+TEST(RecurrentState, keeps_at_most_the_planned_checkpoints_and_clear_drops_them) {
+  RecurrentConfig c = small_config();
+  c.n_checkpoints = 2;
+  auto s = RecurrentState::create(c);
+  ASSERT_TRUE(s.ok());
+  for (int32_t pos : {4, 8}) {
+    s->set_n_past(0, pos);
+    ASSERT_TRUE(s->save_checkpoint(0).ok());
+  }
+  s->set_n_past(0, 12);
+  const Status full = s->save_checkpoint(0);
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.error().code, ErrorCode::kResourceExhausted);
+  s->set_n_past(0, 8);
+  EXPECT_TRUE(s->save_checkpoint(0).ok()) << "saving at a kept position overwrites it";
+  ASSERT_TRUE(s->drop_checkpoint(0, 4).ok());
+  EXPECT_EQ(s->checkpoint_positions(0), std::vector<int32_t>{8});
+  ASSERT_TRUE(s->clear(0).ok());
+  EXPECT_TRUE(s->checkpoint_positions(0).empty());
+  EXPECT_FALSE(s->save_checkpoint(5).ok());
+  EXPECT_FALSE(s->restore_checkpoint(-1, 0).ok());
+}
+
 }  // namespace
 }  // namespace strata::memory
