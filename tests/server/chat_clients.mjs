@@ -69,7 +69,8 @@ let validCalls = 0;
 const firstProblems = [];
 for (let seed = 1; seed <= 20; seed++) {
   const r = await openai.chat.completions.create({
-    model: want.model, messages, tools, tool_choice: 'required', max_tokens: 300, temperature: 1, seed, ...noThinking });
+    model: want.model, messages, tools, tool_choice: 'required', parallel_tool_calls: false, max_tokens: 300, temperature: 1,
+    seed, ...noThinking });
   const calls = r.choices[0].message.tool_calls ?? [];
   const verdicts = calls.map((c) => validCall(c.function));
   if (r.choices[0].finish_reason === 'tool_calls' && calls.length > 0 && verdicts.every((v) => v === 'valid')) validCalls++;
@@ -85,10 +86,10 @@ const named = await openai.chat.completions.create({
 check('named tool_choice calls that tool with valid arguments',
   (named.choices[0].message.tool_calls ?? []).map((c) => [c.function.name, validCall(c.function)]), [['get_time', 'valid']]);
 });
-// 3. Streamed calls: the concatenated deltas equal the whole answer's calls (same seed).
+// 3. Streamed calls (parallel ones too): the concatenated deltas equal the whole answer's calls (same seed).
 await section("3. Streamed calls: the concatenated deltas equal the whole answer's calls (same seed).", async () => {
 for (const seed of [3, 11, 19]) {
-  const body = { model: want.model, messages, tools, tool_choice: 'required', max_tokens: 300, temperature: 1, seed, ...noThinking };
+  const body = { model: want.model, messages, tools, tool_choice: 'required', max_tokens: 400, temperature: 1, seed, ...noThinking };
   const whole = await openai.chat.completions.create(body);
   const stream = await openai.chat.completions.create({ ...body, stream: true });
   const calls = [];
@@ -107,7 +108,7 @@ for (const seed of [3, 11, 19]) {
   check(`streamed tool calls (seed ${seed}) equal the whole answer's`,
     { calls, finish },
     { calls: whole.choices[0].message.tool_calls.map((c) => ({ name: c.function.name, arguments: c.function.arguments, hasId: true })),
-      finish: 'tool_calls' });
+      finish: whole.choices[0].finish_reason });
 }
 });
 // 4. response_format json_schema, 20 seeds: the content parses and validates.
@@ -152,7 +153,7 @@ await section('5b. The Responses API with a forced call.', async () => {
 const rcall = await openai.responses.create({
   model: want.model, input: [{ role: 'user', content: [{ type: 'input_text', text: want.user }] }],
   tools: [{ type: 'function', name: 'get_weather', parameters: weatherSchema }], tool_choice: 'required',
-  max_output_tokens: 300, temperature: 0, ...noThinking });
+  parallel_tool_calls: false, max_output_tokens: 300, temperature: 0, ...noThinking });
 const fc = rcall.output.filter((i) => i.type === 'function_call');
 check('responses with tool_choice required: a valid function_call item', fc.map((c) => [c.name, validCall(c), c.call_id.length > 0]),
   [['get_weather', 'valid', true]]);
@@ -188,12 +189,14 @@ check('stop_sequences: the text before it, stop_reason stop_sequence',
 await section('7. Anthropic tools and count_tokens.', async () => {
 const atools = [{ name: 'get_weather', description: 'Weather for a city', input_schema: weatherSchema }];
 const ause = await anthropic.messages.create({
-  model: want.model, max_tokens: 300, temperature: 0, messages, tools: atools, tool_choice: { type: 'any' }, thinking: { type: 'disabled' } });
+  model: want.model, max_tokens: 300, temperature: 0, messages, tools: atools, tool_choice: { type: 'any', disable_parallel_tool_use: true },
+  thinking: { type: 'disabled' } });
 const uses = ause.content.filter((b) => b.type === 'tool_use');
 check('tool_choice any: a tool_use block with valid input, stop_reason tool_use',
   [uses.map((u) => [u.name, validWeather(u.input)]), ause.stop_reason], [[['get_weather', true]], 'tool_use']);
 const ustream = anthropic.messages.stream({
-  model: want.model, max_tokens: 300, temperature: 0, messages, tools: atools, tool_choice: { type: 'any' }, thinking: { type: 'disabled' } });
+  model: want.model, max_tokens: 300, temperature: 0, messages, tools: atools, tool_choice: { type: 'any', disable_parallel_tool_use: true },
+  thinking: { type: 'disabled' } });
 const ufinal = await ustream.finalMessage();
 check('streamed tool_use (input_json_delta) equals the whole answer',
   ufinal.content.filter((b) => b.type === 'tool_use').map((u) => [u.name, u.input]), uses.map((u) => [u.name, u.input]));

@@ -129,7 +129,7 @@ TEST(Server, official_openai_and_anthropic_clients_get_valid_tool_calls_json_and
                {"prompt_tokens", (*vocab)->tokenize(*prompt, true, true).size()}};
   const std::string dir = node_dir();
   std::ofstream(dir + "/chat_expected.json") << want.dump();
-  Server server({"-m", model_path(), "-c", "1024", "--parallel", "2", "--chat-template-file", tmpl_path}, "chat-clients");
+  Server server({"-m", model_path(), "-c", "2048", "--chat-template-file", tmpl_path}, "chat-clients");
   ASSERT_TRUE(server.ok()) << server.log();
   const auto r = testing::run_command("node " + testing::shell_quote(dir + "/chat_clients.mjs") + " " + server.url() +
                                       " " + testing::shell_quote(dir + "/chat_expected.json"));
