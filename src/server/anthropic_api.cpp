@@ -189,6 +189,7 @@ std::optional<ApiError> AnthropicMessages::parse(const json& j, TurnRequest& tur
   if (auto e = parse_messages(j, turn)) return e;
   if (auto e = parse_tools(j, turn)) return e;
   if (auto e = parse_stops_and_thinking(j, turn)) return e;
+  if (auto e = parse_server_extras(j, turn)) return e;
   if (auto e = read_bool(j, "stream", stream_)) return e;
   sampling::Params& s = turn.generation.sampling;
   if (auto e = parse_sampling(json::object(), s)) return e;  // OpenAI's defaults, which are Anthropic's too

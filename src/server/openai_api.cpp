@@ -214,6 +214,16 @@ std::optional<ApiError> parse_openai_messages(const json& msgs, const std::strin
   return std::nullopt;
 }
 
+std::optional<ApiError> parse_server_extras(const json& j, TurnRequest& turn) {
+  if (auto e = read_bool(j, "ignore_eos", turn.generation.ignore_eos)) return e;
+  if (j.contains("cache_prompt") && !j["cache_prompt"].is_null()) {
+    bool cache = true;
+    if (auto e = read_bool(j, "cache_prompt", cache)) return e;
+    turn.cache_prompt = cache;
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_template_kwargs(const json& j, TurnRequest& turn) {
   if (!j.contains("chat_template_kwargs") || j["chat_template_kwargs"].is_null()) return std::nullopt;
   const json& k = j["chat_template_kwargs"];
@@ -266,12 +276,7 @@ std::optional<ApiError> OpenAiCompletions::parse(const json& j, TurnRequest& tur
   if (auto e = read_number_as(j, "n_predict", g.max_tokens, -1, 1 << 24)) return e;  // llama-server's name
   if (auto e = parse_sampling(j, g.sampling)) return e;
   if (auto e = parse_stop(j, "stop", g.stop)) return e;
-  if (auto e = read_bool(j, "ignore_eos", g.ignore_eos)) return e;
-  if (j.contains("cache_prompt") && !j["cache_prompt"].is_null()) {
-    bool cache = true;
-    if (auto e = read_bool(j, "cache_prompt", cache)) return e;
-    turn.cache_prompt = cache;
-  }
+  if (auto e = parse_server_extras(j, turn)) return e;
   if (auto e = parse_logprobs(j, chat_, top_logprobs_)) return e;
   g.top_logprobs = top_logprobs_;
   return std::nullopt;

@@ -185,6 +185,7 @@ std::optional<ApiError> OpenAiResponses::parse(const json& j, TurnRequest& turn)
   if (auto e = read_bool(j, "parallel_tool_calls", turn.parallel_tool_calls)) return e;
   if (auto e = parse_text_format(j, turn)) return e;
   if (auto e = parse_template_kwargs(j, turn)) return e;
+  if (auto e = parse_server_extras(j, turn)) return e;
   if (auto e = read_number_as(j, "max_output_tokens", turn.generation.max_tokens, 1, 1 << 24)) return e;
   if (auto e = read_bool(j, "stream", stream_)) return e;
   if (auto e = parse_sampling(j, turn.generation.sampling)) return e;
