@@ -184,9 +184,15 @@ std::optional<ApiError> tokenize(const TurnSetup& setup, const std::string& prom
   return std::nullopt;
 }
 
-// Appends `piece` to `tail` and returns what ends on a whole character, keeping the rest (all of it when
-// `flush`).
-std::string whole_utf8(std::string& tail, std::string piece, bool flush) {
+void append_delta(chat::OutputDelta& into, chat::OutputDelta more) {
+  into.reasoning += more.reasoning;
+  into.content += more.content;
+  for (auto& d : more.tool_calls) into.tool_calls.push_back(std::move(d));
+}
+
+}  // namespace
+
+std::string take_whole_utf8(std::string& tail, std::string piece, bool flush) {
   std::string s = std::move(tail);
   s += piece;
   tail.clear();
@@ -206,14 +212,6 @@ std::string whole_utf8(std::string& tail, std::string piece, bool flush) {
   s.resize(lead);
   return s;
 }
-
-void append_delta(chat::OutputDelta& into, chat::OutputDelta more) {
-  into.reasoning += more.reasoning;
-  into.content += more.content;
-  for (auto& d : more.tool_calls) into.tool_calls.push_back(std::move(d));
-}
-
-}  // namespace
 
 ApiError engine_error(ErrorCode code, std::string message, int otherwise) {
   ApiError e;
@@ -340,8 +338,8 @@ TurnEvents ChatTurn::poll(std::chrono::milliseconds timeout) {
   }
   chat::OutputDelta d = parser_.push(text);
   if (done) append_delta(d, parser_.finish());
-  ev.reasoning = whole_utf8(utf8_tail_[0], std::move(d.reasoning), done);
-  ev.content = whole_utf8(utf8_tail_[1], std::move(d.content), done);
+  ev.reasoning = take_whole_utf8(utf8_tail_[0], std::move(d.reasoning), done);
+  ev.content = take_whole_utf8(utf8_tail_[1], std::move(d.content), done);
   ev.tool_calls = std::move(d.tool_calls);
   ev.logprobs = std::move(c.logprobs);
   for (const auto& l : ev.logprobs) logprobs_.push_back(l);

@@ -121,6 +121,10 @@ class ChatTurn {
 // set when the request cannot be rendered.
 std::optional<int32_t> count_prompt_tokens(const TurnSetup& setup, TurnRequest request, ApiError& error);
 
+// Appends `piece` to `tail` and returns the text up to the last whole UTF-8 character, keeping an
+// unfinished one in `tail` (nothing is kept when `flush`): streamed deltas never split a character.
+std::string take_whole_utf8(std::string& tail, std::string piece, bool flush);
+
 // How a server error is reported: a node down or the server stopping is 503 (retry); other codes keep
 // `otherwise`.
 ApiError engine_error(ErrorCode code, std::string message, int otherwise);

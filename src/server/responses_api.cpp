@@ -212,7 +212,7 @@ json OpenAiResponses::response_object(const json& output, const std::string& sta
   }
   json r = {{"id", id_}, {"object", "response"}, {"created_at", created_}, {"status", status}, {"error", nullptr},
             {"incomplete_details", finish_reason == "length" ? json{{"reason", "max_output_tokens"}} : json(nullptr)},
-            {"model", model_id_}, {"output", output}, {"output_text", text},
+            {"model", model_id_}, {"output", output}, {"output_text", text}, {"metadata", json::object()},
             {"usage", usage ? usage_json(*usage) : json(nullptr)}};
   for (auto it = echo_.begin(); it != echo_.end(); ++it) r[it.key()] = it.value();
   return r;

@@ -325,6 +325,37 @@ TEST(ResponsesWire, a_stream_numbers_its_events_and_ends_with_the_whole_response
   EXPECT_EQ(r["usage"]["input_tokens_details"]["cached_tokens"], 4);
 }
 
+// True when `s` is whole UTF-8 characters: each lead byte is followed by all its continuation bytes.
+bool whole_characters(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const uint8_t b = static_cast<uint8_t>(s[i]);
+    const size_t n = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<uint8_t>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+TEST(ChatTurnText, streamed_pieces_never_split_a_utf8_character) {
+  const std::string text = "a\xC3\xA9b\xE2\x82\xAC\xF0\x9F\x98\x80z";  // a é b € 😀 z
+  for (size_t cut1 = 0; cut1 <= text.size(); ++cut1) {
+    for (size_t cut2 = cut1; cut2 <= text.size(); ++cut2) {
+      std::string tail, out;
+      const std::string pieces[] = {text.substr(0, cut1), text.substr(cut1, cut2 - cut1), text.substr(cut2)};
+      for (int i = 0; i < 3; ++i) {
+        const std::string got = take_whole_utf8(tail, pieces[i], i == 2);
+        EXPECT_TRUE(whole_characters(got)) << cut1 << "," << cut2 << ": piece " << i;
+        out += got;
+      }
+      EXPECT_EQ(out, text) << cut1 << "," << cut2;
+      EXPECT_EQ(tail, "");
+    }
+  }
+}
+
 TEST(BuiltinTemplates, qwen3_lists_tools_and_opens_or_closes_the_think_block) {
   auto t = builtin_chat_template("qwen3");
   ASSERT_TRUE(t.has_value());
