@@ -340,7 +340,7 @@ bool whole_characters(const std::string& s) {
 }
 
 TEST(ChatTurnText, streamed_pieces_never_split_a_utf8_character) {
-  const std::string text = "a\xC3\xA9b\xE2\x82\xAC\xF0\x9F\x98\x80z";  // a é b € 😀 z
+  const std::string text = "a\xC3\xA9" "b\xE2\x82\xAC\xF0\x9F\x98\x80" "z";  // a é b € 😀 z
   for (size_t cut1 = 0; cut1 <= text.size(); ++cut1) {
     for (size_t cut2 = cut1; cut2 <= text.size(); ++cut2) {
       std::string tail, out;
