@@ -274,40 +274,8 @@ Result<TurnSetup> turn_setup(const ServerOptions& options) {
   return setup;
 }
 
-}  // namespace
-
-Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& options) {
-  if (options.port < 0 || options.port > 65535) return make_error("--port {} out of range", options.port);
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-
-  STRATA_ASSIGN(auto chosen_template, template_override(options));
-  STRATA_ASSIGN(TurnSetup setup, turn_setup(options));
-  Api api(options);
-  FrontLimits limits;
-  limits.worker_threads = options.http_threads;
-  HttpFront http(limits);
-  http.set_payload_max_length(limits.max_body_bytes);
-  http.set_keep_alive_max_count(100000);  // what the Keep-Alive response header announces
-  http.set_keep_alive_timeout(limits.idle_timeout_ms / 1000);
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    ApiError err;
-    err.status = 500;
-    err.type = "server_error";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      err.message = std::string("internal error: ") + e.what();
-    } catch (...) {
-      err.message = "internal error";
-    }
-    send_error(res, err);
-  });
-
+// Every endpoint; the handlers run on the front's worker threads.
+void add_routes(HttpFront& http, Api& api, const ServerOptions& options) {
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     Ready* r = api.ready();
     if (!r) return send_json(res, 503, {{"status", "loading"}, {"message", "loading the model"}});
@@ -376,6 +344,43 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
     if (!api.authorized(req, res, true)) return;
     res.set_content(web_ui_html(), "text/html; charset=utf-8");
   });
+}
+
+}  // namespace
+
+Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& options) {
+  if (options.port < 0 || options.port > 65535) return make_error("--port {} out of range", options.port);
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  STRATA_ASSIGN(auto chosen_template, template_override(options));
+  STRATA_ASSIGN(TurnSetup setup, turn_setup(options));
+  Api api(options);
+  FrontLimits limits;
+  limits.worker_threads = options.http_threads;
+  HttpFront http(limits);
+  http.set_payload_max_length(limits.max_body_bytes);
+  http.set_keep_alive_max_count(100000);  // what the Keep-Alive response header announces
+  http.set_keep_alive_timeout(limits.idle_timeout_ms / 1000);
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    ApiError err;
+    err.status = 500;
+    err.type = "server_error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      err.message = std::string("internal error: ") + e.what();
+    } catch (...) {
+      err.message = "internal error";
+    }
+    send_error(res, err);
+  });
+
+  add_routes(http, api, options);
 
   STRATA_ASSIGN(const int port, http.bind(options.host, options.port));
   http.run();
