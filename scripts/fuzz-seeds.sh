@@ -8,7 +8,7 @@ build=${1:?usage: fuzz-seeds.sh <fuzz-build-dir> <out>}
 out=${2:?usage: fuzz-seeds.sh <fuzz-build-dir> <out>}
 shared=${STRATA_SHARED_DIR:-../shared}
 rm -rf "$out"
-mkdir -p "$out"/{gguf_reader,chat_template,openai_request,worker_messages,tokenizer,chat_output}
+mkdir -p "$out"/{gguf_reader,chat_template,openai_request,worker_messages,tokenizer,chat_output,grammar}
 
 # Protobuf messages, metadata images, a synthetic GGUF, chat templates, vocab test strings.
 STRATA_SHARED_DIR="$shared" "$build/fuzz/fuzz_seed_writer" "$out"
@@ -85,5 +85,14 @@ co=$out/chat_output
 printf '\x21\x05<think>\nplan\n</think>\n\nOk.\n<tool_call>\n{"name": "f", "arguments": {"a": 1, "b": {"c": [true, null, "x\\u00e9"]}}}\n</tool_call>' >"$co/hermes"
 printf '\x26\x09The plan.\n</think>\n\n<tool_call>\n<function=f>\n<parameter=a>\n12\n</parameter>\n<parameter=b>\n{"k": 1}\n</parameter>\n</function>\n</tool_call>' >"$co/qwen-xml"
 printf '\x03\x02<|python_tag|>{"name": "f", "parameters": {"a": 2}}; {"type": "function", "name": "f", "parameters": {}}' >"$co/llama3"
+# Grammars (first byte 0: GBNF, 1: JSON schema, 3: schema under a rule prefix); after a NUL, the bytes
+# that choose tokens.
+gram=$out/grammar
+printf '\0root ::= "{" ws (pair ("," ws pair)*)? "}"\npair ::= [a-z]+ ":" ws [0-9]{1,3}\nws ::= [ \\t\\n]{0,2}\n\0abcdefghij' >"$gram/gbnf-object"
+printf '\0root ::= ("a" | [^a-z] | "\\u00e9"{2,4})* "."\n# comment\n\0\001\002\003\004\005' >"$gram/gbnf-classes"
+printf '\0expr ::= term ([-+*/] term)*\nterm ::= [0-9]+ | "(" expr ")"\nroot ::= expr\n\0zzzzzz' >"$gram/gbnf-arith"
+printf '\001{"type":"object","properties":{"a":{"type":"integer","minimum":-5,"maximum":70},"b":{"enum":["x",1,null]}},"required":["a"]}\0qwerty' >"$gram/schema-object"
+printf '\003{"$defs":{"n":{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}},"anyOf":[{"$ref":"#/$defs/n"},{"type":"string","maxLength":4,"format":"date"}]}\0abc' >"$gram/schema-refs"
+printf '\001{"type":"object","additionalProperties":{"type":"boolean"},"properties":{"ab":{"type":"string","minLength":2}}}\0\377\376' >"$gram/schema-additional"
 
 for d in "$out"/*/; do echo "seeds: $(basename "$d"): $(ls "$d" | wc -l) files"; done

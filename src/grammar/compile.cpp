@@ -2,6 +2,7 @@
 // that keep matching finite (no left recursion; alternatives that can never finish are dropped),
 // and flattening into one element array.
 #include <algorithm>
+#include <map>
 
 #include "grammar/grammar_impl.h"
 
@@ -179,6 +180,18 @@ std::string left_recursion(const std::vector<std::vector<Alternative>>& rules, c
   return {};
 }
 
+// Classes of bytes that belong to exactly the same byte sets.
+void assign_byte_classes(Grammar& g) {
+  std::map<std::vector<bool>, uint8_t> classes;
+  for (int b = 0; b < 256; ++b) {
+    std::vector<bool> membership(g.byte_sets.size());
+    for (size_t i = 0; i < g.byte_sets.size(); ++i) membership[i] = g.byte_sets[i].test(static_cast<size_t>(b));
+    auto [it, added] = classes.emplace(std::move(membership), static_cast<uint8_t>(classes.size()));
+    g.byte_class[static_cast<size_t>(b)] = it->second;
+  }
+  g.n_byte_classes = static_cast<uint32_t>(classes.size());
+}
+
 }  // namespace
 
 std::vector<std::vector<ByteRange>> utf8_sequences(uint32_t lo, uint32_t hi) {
@@ -219,6 +232,7 @@ Result<std::shared_ptr<const Grammar>> finish_grammar(std::vector<std::vector<Al
   g->byte_sets = std::move(byte_sets);
   g->rule_names = std::move(names);
   g->root = root;
+  assign_byte_classes(*g);
   return std::shared_ptr<const Grammar>(std::move(g));
 }
 

@@ -242,6 +242,10 @@ class Parser {
       if ((c & 0xC0) != 0x80) return fail("invalid UTF-8 in the grammar");
       cp = (cp << 6) | (c & 0x3F);
     }
+    static constexpr uint32_t kMinOfLength[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMinOfLength[len] || cp > kMaxCodePoint || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return fail("invalid UTF-8 in the grammar");  // overlong, a surrogate or past U+10FFFF
+    }
     pos_ += len;
     return cp;
   }

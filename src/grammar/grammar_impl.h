@@ -3,6 +3,7 @@
 // walks them. Character classes and literals are already UTF-8 byte sequences here.
 #pragma once
 
+#include <array>
 #include <bitset>
 #include <cstdint>
 #include <string>
@@ -24,6 +25,10 @@ struct Grammar {
   std::vector<std::bitset<256>> byte_sets;
   std::vector<std::string> rule_names;
   uint32_t root = 0;
+  // Bytes every byte set treats alike share a class: transitions are stored per class (a JSON
+  // grammar has ~20 classes), which keeps the matcher's tables small enough for the caches.
+  std::array<uint8_t, 256> byte_class{};
+  uint32_t n_byte_classes = 1;
 };
 
 // One alternative's symbols while a grammar is built (before flattening).

@@ -413,17 +413,17 @@ class Converter {
     const json props = s.value("properties", json::object());
     if (!props.is_object()) return fail(path, "'properties' must be an object");
     const json add = s.contains("additionalProperties") ? s["additionalProperties"] : json();
-    if (props.empty() && (add.is_null() || add == true)) return primitive("object");
     std::set<std::string> required;
     const json required_list = s.contains("required") ? s["required"] : json::array();
     if (!required_list.is_array()) return fail(path, "'required' must be an array");
     for (const auto& r : required_list) {
       if (!r.is_string()) return fail(path, "'required' must list strings");
-      if (!props.contains(r.get<std::string>()) && (add.is_null() || add == false)) {
+      if (!props.contains(r.get<std::string>())) {  // the grammar could not make it appear
         return fail(path, fmt::format("required property '{}' is not in 'properties'", r.get<std::string>()));
       }
       required.insert(r.get<std::string>());
     }
+    if (props.empty() && (add.is_null() || add == true)) return primitive("object");
     const std::string sp = primitive("space");
     std::vector<std::pair<std::string, bool>> kvs;  // rule, required
     std::set<std::string> plain_keys;

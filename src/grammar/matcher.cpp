@@ -4,7 +4,6 @@
 // trie is then one lookup per trie node, and states repeat (inside a string, after each value), so
 // masking a 150k-token vocabulary touches the grammar only for new states.
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -23,7 +22,11 @@ constexpr uint32_t kEmptyStack = 0;     // the stack with nothing left: the gram
 constexpr uint32_t kMaxDepth = 1024;    // deeper nesting (e.g. JSON arrays) is not generated
 constexpr size_t kMaxStacks = 2048;     // per set; more is an ambiguous grammar
 constexpr size_t kMaxNodes = 1 << 21;   // caches are rebuilt from the current state past these
-constexpr size_t kMaxSets = 1 << 14;    // 1 KiB of transitions each
+constexpr size_t kMaxSets = 1 << 13;    // up to 1 KiB of transitions each (4 bytes per byte class)
+// Within one mask no cache is rebuilt; past these a walk stops making states (the mask may then
+// leave out tokens, never let a wrong one in). 32 MiB of transitions at most.
+constexpr size_t kHardMaxNodes = kMaxNodes * 4;
+constexpr size_t kHardMaxSets = kMaxSets * 4;
 constexpr size_t kCachedMasks = 8;      // allowed-token vectors kept for recent states
 
 }  // namespace
@@ -44,11 +47,11 @@ class MatcherState {
   bool overflowed() const { return overflowed_; }
 
   uint32_t next(uint32_t set, uint8_t byte) {
-    const size_t at = static_cast<size_t>(set) * 256 + byte;
+    const size_t at = static_cast<size_t>(set) * g_.n_byte_classes + g_.byte_class[byte];
     const uint32_t to = table_[at];
-    if (to != kUnknown) return to;
+    if (to != kUnknown) return to / g_.n_byte_classes;
     const uint32_t computed = compute_next(set, byte);  // may grow table_: index again
-    table_[at] = computed;
+    table_[at] = computed * g_.n_byte_classes;
     return computed;
   }
 
@@ -114,7 +117,7 @@ class MatcherState {
 
   uint32_t make_node(uint32_t pos, uint32_t parent) {
     const uint32_t depth = nodes_[parent].depth + 1;
-    if (depth > kMaxDepth) return kNone;
+    if (depth > kMaxDepth || nodes_.size() >= kHardMaxNodes) return kNone;
     const uint64_t key = (static_cast<uint64_t>(pos) << 32) | parent;
     auto [it, added] = node_ids_.emplace(key, static_cast<uint32_t>(nodes_.size()));
     if (added) {
@@ -155,6 +158,10 @@ class MatcherState {
   }
 
   uint32_t compute_next(uint32_t set, uint8_t byte) {
+    if (sets_.size() >= kHardMaxSets) {
+      overflowed_ = true;
+      return kDead;
+    }
     std::vector<uint32_t> out;
     begin_closure();
     for (uint32_t s : stacks_of(set)) {  // (intern, which grows set_stacks_, comes after the loop)
@@ -181,7 +188,7 @@ class MatcherState {
     sets_.push_back(Set{static_cast<uint32_t>(set_stacks_.size()), static_cast<uint32_t>(stacks.size()), can_end,
                         can_end && stacks.size() == 1});
     set_stacks_.insert(set_stacks_.end(), stacks.begin(), stacks.end());
-    table_.resize(table_.size() + 256, kUnknown);
+    table_.resize(table_.size() + g_.n_byte_classes, kUnknown);
     return it->second;
   }
 
@@ -195,7 +202,9 @@ class MatcherState {
   std::vector<Set> sets_;
   std::vector<uint32_t> set_stacks_;
   std::unordered_map<std::string, uint32_t> set_ids_;
-  std::vector<uint32_t> table_;  // set * 256 + byte -> set (kUnknown until computed)
+  // [set * n_byte_classes + class of a byte] -> the next set times n_byte_classes (its row's offset,
+  // so the walk needs no multiply), kUnknown until computed.
+  std::vector<uint32_t> table_;
   bool overflowed_ = false;
   struct CachedMask {
     uint32_t set;
@@ -225,25 +234,47 @@ class MatcherState {
   }
 
  private:
+  // The hot loop of mask(). States are carried as table row offsets (set * n_classes) and every
+  // array is read through a local pointer: the byte stores into `allowed` may alias anything, so
+  // members would be reloaded after each one.
   void walk_trie(uint32_t set, std::vector<uint8_t>& allowed) {
     const TokenTrie& trie = *trie_;
     allowed.assign(static_cast<size_t>(trie.n_tokens), 0);
     at_level_.resize(static_cast<size_t>(trie.max_level) + 1);
-    at_level_[0] = set;
+    const uint32_t n_classes = g_.n_byte_classes;
+    at_level_[0] = set * n_classes;
     const auto n_nodes = static_cast<uint32_t>(trie.level.size());
     const auto* edges = reinterpret_cast<const uint8_t*>(trie.edges.data());
+    const uint32_t* edge_begin = trie.edge_begin.data();
+    const uint16_t* level = trie.level.data();
+    const uint32_t* skip = trie.skip.data();
+    const uint32_t* token_begin = trie.token_begin.data();
+    const text::Token* tokens = trie.tokens.data();
+    const uint8_t* byte_class = g_.byte_class.data();
+    uint32_t* at_level = at_level_.data();
+    uint32_t* table = table_.data();
+    uint8_t* ok = allowed.data();
+    constexpr uint32_t kDeadRow = kDead;  // set 0's row starts at 0
     for (uint32_t i = 0; i < n_nodes;) {
-      const uint32_t lvl = trie.level[i];
-      uint32_t to = at_level_[lvl - 1];
-      for (uint32_t e = trie.edge_begin[i], end = trie.edge_begin[i + 1]; e < end && to != kDead; ++e) {
-        to = next(to, edges[e]);
+      const uint32_t lvl = level[i];
+      uint32_t row = at_level[lvl - 1];
+      for (uint32_t e = edge_begin[i], end = edge_begin[i + 1]; e < end; ++e) {
+        const uint32_t at = row + byte_class[edges[e]];
+        uint32_t nx = table[at];
+        if (nx == kUnknown) {
+          nx = compute_next(row / n_classes, edges[e]) * n_classes;
+          table = table_.data();
+          table[at] = nx;
+        }
+        row = nx;
+        if (row == kDeadRow) break;
       }
-      if (to == kDead) {
-        i = trie.skip[i];
+      if (row == kDeadRow) {
+        i = skip[i];
         continue;
       }
-      at_level_[lvl] = to;
-      for (uint32_t k = trie.token_begin[i]; k < trie.token_begin[i + 1]; ++k) allowed[trie.tokens[k]] = 1;
+      at_level[lvl] = row;
+      for (uint32_t k = token_begin[i], end = token_begin[i + 1]; k < end; ++k) ok[tokens[k]] = 1;
       ++i;
     }
   }

@@ -34,7 +34,7 @@ struct GenerationRequest {
   int32_t n_predict = 128;  // < 0: until end of generation or the context is full; 0: the prompt only
   int32_t seq = 0;
   bool ignore_eos = false;
-  std::shared_ptr<const grammar::Grammar> grammar;  // constrains the tokens (GenerationParams::grammar)
+  std::shared_ptr<const grammar::Grammar> grammar = nullptr;  // constrains the tokens (GenerationParams::grammar)
 };
 
 // The engine's facts a Generation needs.

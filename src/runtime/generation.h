@@ -29,7 +29,7 @@ struct GenerationParams {
   int32_t top_logprobs = -1;  // -1: no logprobs; 0..20: the chosen token's, plus that many alternatives
   // When set, every token is one the grammar allows, end-of-generation only where it may end, and
   // the generation stops ("stop") once the grammar is complete with nothing more allowed.
-  std::shared_ptr<const grammar::Grammar> grammar;
+  std::shared_ptr<const grammar::Grammar> grammar = nullptr;
 };
 
 struct TokenLogprob {

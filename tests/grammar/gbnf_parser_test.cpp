@@ -152,6 +152,10 @@ TEST(GbnfParser, hostile_grammars_are_refused_cleanly) {
   EXPECT_EQ(error_of("root ::= \"a\" root"), "grammar matches no finite text: rule 'root' never ends");
   EXPECT_EQ(error_of("root ::= [] \"a\""), "grammar matches no finite text: rule 'root' never ends");
   EXPECT_EQ(error_of("root ::= \"\xFF\""), "grammar line 1, column 11: invalid UTF-8 in the grammar");
+  // Found by fuzz_grammar: a 4-byte sequence past U+10FFFF; also a surrogate and an overlong form.
+  EXPECT_EQ(error_of("root ::= \"\xF6\x8B\x92\x8D\""), "grammar line 1, column 11: invalid UTF-8 in the grammar");
+  EXPECT_EQ(error_of("root ::= [\xED\xA0\x80]"), "grammar line 1, column 11: invalid UTF-8 in the grammar");
+  EXPECT_EQ(error_of("root ::= \"\xC0\xAF\""), "grammar line 1, column 11: invalid UTF-8 in the grammar");
 }
 
 TEST(GbnfParser, left_recursion_is_refused_with_the_cycle) {

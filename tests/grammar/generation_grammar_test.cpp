@@ -8,6 +8,7 @@
 #include "grammar/grammar.h"
 #include "runtime/generate.h"
 #include "testing/shared_data.h"
+#include "text/test_vocab.h"
 
 namespace strata::runtime {
 namespace {
@@ -60,6 +61,54 @@ TEST(GrammarGeneration, a_tiny_model_writes_valid_json_for_every_seed) {
     ASSERT_TRUE(doc["pets"].is_array()) << out;
     EXPECT_LE(doc["pets"].size(), 3u);
     for (const auto& pet : doc["pets"]) EXPECT_TRUE(pet == "cat" || pet == "dog") << out;
+  }
+}
+
+// Hand-made rows whose favourite the grammar refuses: the Generation masks them and takes the
+// grammar's best, allows end-of-generation only at the end, and stops when the grammar is complete.
+TEST(GrammarGeneration, refused_favourites_are_masked_and_the_grammar_ends_the_generation) {
+  auto vocab = text::testing_util::load_shared_vocab("models/vocab/ggml-vocab-llama-spm.gguf");
+  ASSERT_TRUE(vocab);
+  const GenerationModel model{vocab.get(), vocab->n_tokens(), 256};
+  auto token_of = [&](const std::string& piece) {
+    for (text::Token t = 0; t < vocab->n_tokens(); ++t) {
+      if (vocab->token_to_piece(t, false) == piece) return t;
+    }
+    ADD_FAILURE() << "no token " << piece;
+    return text::Token{0};
+  };
+  for (bool ignore_eos : {false, true}) {
+    GenerationParams params;
+    params.prompt = {1};
+    params.sampling.temp = 0;
+    params.ignore_eos = ignore_eos;
+    params.grammar = *grammar::parse_gbnf(R"(root ::= "yes" | "no" "!"?)");
+    Generation gen(params, 0, model);
+    model::Batch batch;
+    ASSERT_TRUE(gen.feed(batch, 8).wants_logits);
+    std::vector<float> row(static_cast<size_t>(vocab->n_tokens()), 0.0f);
+    row[static_cast<size_t>(vocab->eos())] = 9.0f;         // refused: the grammar is not complete
+    row[static_cast<size_t>(token_of("maybe"))] = 8.0f;    // refused
+    row[static_cast<size_t>(token_of("no"))] = 5.0f;
+    GenerationStep step = gen.next_token(row);
+    EXPECT_EQ(step.token, token_of("no"));
+    EXPECT_FALSE(step.done);
+    batch.clear();
+    ASSERT_TRUE(gen.feed(batch, 8).wants_logits);
+    row.assign(row.size(), 0.0f);
+    row[static_cast<size_t>(vocab->eos())] = 9.0f;  // allowed now (unless ignore_eos)
+    row[static_cast<size_t>(token_of("!"))] = 5.0f;
+    step = gen.next_token(row);
+    EXPECT_TRUE(step.done);
+    EXPECT_EQ(step.finish_reason, "stop");
+    if (ignore_eos) {
+      EXPECT_EQ(step.token, token_of("!"));  // end tokens stay masked; the grammar then ends it
+      EXPECT_FALSE(step.end_of_generation);
+      EXPECT_EQ(step.text, "!");
+    } else {
+      EXPECT_EQ(step.token, vocab->eos());
+      EXPECT_TRUE(step.end_of_generation);
+    }
   }
 }
 

@@ -309,6 +309,7 @@ TEST(JsonSchema, unsupported_keywords_are_refused_by_name_and_path) {
   EXPECT_EQ(schema_error(R"({"type":"integer","minimum":5,"maximum":4})"),
             "json schema at #: the integer range is empty (minimum above maximum)");
   EXPECT_EQ(schema_error(R"(false)"), "json schema at #: schema false matches nothing");
+  EXPECT_EQ(schema_error(R"({"type":"object","required":["a"]})"), "json schema at #: required property 'a' is not in 'properties'");
   EXPECT_EQ(schema_error(R"([1])"), "json schema at #: a schema must be an object or a boolean");
   EXPECT_EQ(schema_error(R"({"type":"number","maximum":3})"), "json schema at #: keyword 'maximum' is not supported on numbers");
   std::string deep = R"({"type":"object"})";
