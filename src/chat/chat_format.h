@@ -45,6 +45,9 @@ struct ToolSpec {  // one OpenAI function tool
   std::string name;
   std::string description;
   nlohmann::json parameters;  // a JSON schema object ({"type":"object","properties":{}} when absent)
+  // The same schema in the client's key order, when parse_tools was given an ordered_json (null
+  // otherwise): tool_call_grammar then lists properties in that order, the order models write them.
+  nlohmann::ordered_json parameters_in_order = nullptr;
 };
 
 // Validates an OpenAI `tools` array: each {"type":"function","function":{"name","description"?,
@@ -53,6 +56,8 @@ struct ToolSpec {  // one OpenAI function tool
 inline constexpr size_t kMaxTools = 256;
 inline constexpr int kMaxSchemaDepth = 64;
 Result<std::vector<ToolSpec>> parse_tools(const nlohmann::json& tools);
+// The same from a body parsed as ordered_json, keeping each schema's key order (parameters_in_order).
+Result<std::vector<ToolSpec>> parse_tools_ordered(const nlohmann::ordered_json& tools);
 
 struct ToolCall {
   std::string id;
@@ -72,12 +77,17 @@ struct OutputDelta {
   bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
 };
 
-// Caps on what the parser holds: text held back while it may still be a marker or an uncommitted
-// call, and one call's text. Beyond them the held text is released as content and a started call is
-// closed.
+// Caps on what the parser holds: text held back while it may still be an uncommitted call (or an
+// XML value), and one call's text. Beyond them the held text is released as content and a started
+// call is closed.
 inline constexpr size_t kMaxHeldBytes = size_t{1} << 20;
 inline constexpr size_t kMaxCallBytes = size_t{1} << 20;
 inline constexpr size_t kMaxToolCalls = 256;
+// Whitespace the parser looks ahead over or holds back (before a marker that may come, at the end of
+// reasoning) is bounded too: only the last kMaxHeldWhitespace bytes of a run are held (and dropped
+// before a call or at the end of reasoning), and a longer run where a marker might follow means "no
+// marker". This keeps every push linear in its size.
+inline constexpr size_t kMaxHeldWhitespace = 256;
 
 // Incremental parser of generated text. Text arrives in pieces of whole UTF-8 characters that may cut
 // a marker ("<tool_call>", "</think>") in two: it holds back only what may still be the start of a
@@ -136,11 +146,16 @@ struct ToolChoice {
 Result<ToolChoice> parse_tool_choice(const nlohmann::json& j, const std::vector<ToolSpec>& tools);
 
 // GBNF (root rule `root`) constraining the whole assistant output to one call (or, when parallel,
-// one or more) in the format, with arguments valid for each tool's parameters schema; kFunction
-// allows only that tool. A thinking format first allows a reasoning part closed by think_close:
-// required when starts_in_reasoning, an optional <think>..</think> block otherwise. kAuto and kNone
-// need no grammar: the result is "". Error when a schema cannot be converted (names the tool) or
-// the format has no tool calls.
+// one or more, "\n" between them) in the format, with arguments valid for each tool's parameters
+// schema (grammar::json_schema_to_gbnf, rule prefix "t<i>-"; properties in the key order of
+// nlohmann::json, i.e. sorted); kFunction allows only that tool. A thinking format first allows a
+// reasoning part of at most 8192 characters without think_close, then think_close: required when
+// starts_in_reasoning, an optional think_open..think_close block otherwise. Qwen XML writes string
+// parameters raw: any text without </parameter>, </function> or </tool_call> (with minLength /
+// maxLength: that many characters other than '<'; pattern and format are not enforced), booleans as
+// true/false/True/False, other types as the JSON their schema allows. kAuto and kNone need no
+// grammar: the result is "". Error when a schema cannot be converted (names the tool) or the format
+// has no tool calls.
 Result<std::string> tool_call_grammar(const ChatFormat& format, const std::vector<ToolSpec>& tools,
                                       const ToolChoice& choice, bool parallel, bool starts_in_reasoning);
 

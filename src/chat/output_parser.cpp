@@ -8,14 +8,6 @@ namespace strata::chat {
 
 namespace {
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-size_t leading_ws(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size() && is_ws(s[i])) ++i;
-  return i;
-}
-
 // Length of the longest suffix of `text` that is a proper prefix of `marker`.
 size_t partial_marker_suffix(std::string_view text, std::string_view marker) {
   size_t n = std::min(text.size(), marker.size() - 1);
@@ -23,11 +15,6 @@ size_t partial_marker_suffix(std::string_view text, std::string_view marker) {
     if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
   }
   return 0;
-}
-
-size_t trailing_ws_start(std::string_view s, size_t end) {
-  while (end > 0 && is_ws(s[end - 1])) --end;
-  return end;
 }
 
 }  // namespace
@@ -46,7 +33,7 @@ std::string_view OutputParser::State::marker() const {
 void OutputParser::State::emit_reasoning(std::string_view text) {
   if (!split_reasoning) return emit_content(text);
   if (!reasoning_started) {
-    text.remove_prefix(leading_ws(text));
+    text.remove_prefix(skip_ws(text));
     if (text.empty()) return;
     reasoning_started = true;
   }
@@ -100,20 +87,21 @@ Progress OutputParser::State::step() {
       size_t ws = leading_ws(r);
       std::string_view after = r.substr(ws);
       const std::string& open = format.think_open;
-      if (format.thinking && after.substr(0, open.size()) == open) {
+      if (format.thinking && ws <= kMaxHeldWhitespace && after.substr(0, open.size()) == open) {
         if (!split_reasoning) emit_content(r.substr(0, ws + open.size()));
         consume(ws + open.size());
         mode = Mode::kReasoning;
         return Progress::kMoved;
       }
-      bool may_open = format.thinking && std::string_view(open).substr(0, after.size()) == after;
-      if (may_open && !finishing && r.size() < kMaxHeldBytes) return Progress::kNeedMore;
+      bool may_open = format.thinking && ws <= kMaxHeldWhitespace &&
+                      std::string_view(open).substr(0, after.size()) == after;
+      if (may_open && !finishing) return Progress::kNeedMore;
       mode = Mode::kContentStart;
       return Progress::kMoved;
     }
     case Mode::kReasoning: return step_reasoning();
     case Mode::kSkipWs: {
-      size_t ws = leading_ws(rest());
+      size_t ws = skip_ws(rest());
       consume(ws);
       if (rest().empty()) return Progress::kNeedMore;
       mode = Mode::kContentStart;
@@ -126,7 +114,7 @@ Progress OutputParser::State::step() {
       }
       std::string_view r = rest();
       size_t ws = leading_ws(r);
-      if (ws == r.size() && !finishing && r.size() < kMaxHeldBytes) return Progress::kNeedMore;
+      if (ws == r.size() && ws <= kMaxHeldWhitespace && !finishing) return Progress::kNeedMore;
       mode = ws < r.size() && r[ws] == '{' ? Mode::kCallOpen : Mode::kContent;
       return Progress::kMoved;
     }
@@ -165,10 +153,7 @@ Progress OutputParser::State::step_reasoning() {
   size_t keep = partial_marker_suffix(r, close);
   size_t cut = r.size() - keep;
   // Trailing whitespace may be the end of the reasoning (trimmed): hold it unless it grows too long.
-  if (split_reasoning) {
-    size_t ws_start = trailing_ws_start(r, cut);
-    if (cut - ws_start < kMaxHeldBytes) cut = ws_start;
-  }
+  if (split_reasoning) cut = trailing_ws_start(r, cut);
   if (cut == 0) return Progress::kNeedMore;
   emit_reasoning(r.substr(0, cut));
   consume(cut);
@@ -206,8 +191,7 @@ Progress OutputParser::State::step_content() {
     return Progress::kMoved;
   }
   size_t cut = r.size() - partial_marker_suffix(r, m);
-  size_t ws_start = trailing_ws_start(r, cut);
-  if (cut - ws_start < kMaxHeldBytes) cut = ws_start;
+  cut = trailing_ws_start(r, cut);
   emit_content(r.substr(0, cut));
   consume(cut);
   return Progress::kNeedMore;

@@ -17,6 +17,26 @@ namespace strata::chat {
 // What a state did with the text it was given.
 enum class Progress { kMoved, kNeedMore };
 
+inline bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+// Length of the whitespace run at the start of `s` (all of it: for text being consumed).
+inline size_t skip_ws(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && is_ws(s[i])) ++i;
+  return i;
+}
+// The same, looking at most kMaxHeldWhitespace + 1 bytes ahead (more means "too long").
+inline size_t leading_ws(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && i <= kMaxHeldWhitespace && is_ws(s[i])) ++i;
+  return i;
+}
+// Where the trailing whitespace of s[0, end) starts, at most kMaxHeldWhitespace bytes back.
+inline size_t trailing_ws_start(std::string_view s, size_t end) {
+  size_t stop = end > kMaxHeldWhitespace ? end - kMaxHeldWhitespace : 0;
+  while (end > stop && is_ws(s[end - 1])) --end;
+  return end;
+}
+
 struct OutputParser::State {
   enum class Mode {
     kStart,            // before anything: an opening think tag?
@@ -84,6 +104,7 @@ struct OutputParser::State {
 
   bool reasoning_started = false;
   size_t call_lead = 0;             // whitespace before the call's marker (content if it is no call)
+  size_t scan_from = 0;             // kJsonHeld, kXmlValue: rest() before this holds no closing marker
   size_t call_bytes = 0;            // text consumed by the committed call
   JsonScanner args_scanner, tail_scanner;
   std::string args_text;            // argument bytes fed to args_scanner

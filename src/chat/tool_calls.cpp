@@ -17,13 +17,8 @@ constexpr std::string_view kFunctionClose = "</function>";
 constexpr std::string_view kParameterOpen = "<parameter=";
 constexpr std::string_view kParameterClose = "</parameter>";
 constexpr size_t kMaxNameBytes = 256;
+constexpr size_t kMaxHeaderBytes = 2048;  // {"type": .., "name": .., "arguments": with its spacing
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-size_t leading_ws(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size() && is_ws(s[i])) ++i;
-  return i;
-}
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 // `s` is shorter than `p` and could still grow into it.
 bool may_become(std::string_view s, std::string_view p) { return s.size() < p.size() && starts_with(p, s); }
@@ -37,7 +32,7 @@ enum class Header { kNeedMore, kMatch, kNoMatch };
 // On a match, *args_at is the offset of the arguments' '{'.
 Header match_json_header(std::string_view t, std::string* name, size_t* args_at) {
   size_t i = 0;
-  auto ws = [&] { while (i < t.size() && is_ws(t[i])) ++i; };
+  auto ws = [&] { while (i < t.size() && i <= kMaxHeaderBytes && is_ws(t[i])) ++i; };
   auto quoted = [&](std::string* out) -> Header {  // a string without escapes
     if (i >= t.size()) return Header::kNeedMore;
     if (t[i] != '"') return Header::kNoMatch;
@@ -56,6 +51,7 @@ Header match_json_header(std::string_view t, std::string* name, size_t* args_at)
   for (int pair = 0; pair < 3; ++pair) {
     std::string key, value;
     ws();
+    if (i > kMaxHeaderBytes) return Header::kNoMatch;  // whitespace floods are not a call's start
     if (Header h = quoted(&key); h != Header::kMatch) return h;
     ws();
     if (i >= t.size()) return Header::kNeedMore;
@@ -87,25 +83,44 @@ bool valid_xml_name(std::string_view s) {
 
 }  // namespace
 
-bool OutputParser::State::json_call_complete(std::string_view text) {
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return false;
-  auto name = j.find("name");
-  if (name == j.end() || !name->is_string() || name->get_ref<const std::string&>().empty() ||
-      name->get_ref<const std::string&>().size() > kMaxNameBytes) {
+namespace {
+
+// {"name": .., "arguments"|"parameters": {..} or its JSON text}: the name and the arguments' text.
+bool call_from_json(const json& j, std::string* name, std::string* args) {
+  if (!j.is_object()) return false;
+  auto n = j.find("name");
+  if (n == j.end() || !n->is_string() || n->get_ref<const std::string&>().empty() ||
+      n->get_ref<const std::string&>().size() > kMaxNameBytes) {
     return false;
   }
-  std::string args = "{}";
+  *name = n->get<std::string>();
+  *args = "{}";
   auto a = j.find("arguments");
   if (a == j.end()) a = j.find("parameters");
-  if (a != j.end()) {
-    json value = *a;
-    if (value.is_string()) value = json::parse(value.get_ref<const std::string&>(), nullptr, false);
-    if (!value.is_object()) return false;
-    args = dump(value);
+  if (a == j.end()) return true;
+  json value = *a;
+  if (value.is_string()) value = json::parse(value.get_ref<const std::string&>(), nullptr, false);
+  if (!value.is_object()) return false;
+  *args = dump(value);
+  return true;
+}
+
+}  // namespace
+
+// One call object, or an array of them (some models put parallel calls in one block).
+bool OutputParser::State::json_call_complete(std::string_view text) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return false;
+  json list = j.is_array() ? j : json::array({j});
+  if (list.empty() || list.size() > kMaxToolCalls - calls.size()) return false;
+  std::vector<std::pair<std::string, std::string>> found(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!call_from_json(list[i], &found[i].first, &found[i].second)) return false;
   }
-  start_call(name->get<std::string>());
-  emit_arguments(args);
+  for (auto& [name, args] : found) {
+    start_call(std::move(name));
+    emit_arguments(args);
+  }
   return true;
 }
 
@@ -127,7 +142,8 @@ Progress OutputParser::State::step_call_open() {
   call_lead = leading_ws(r);
   bool has_marker = starts_with(r.substr(call_lead), m);
   size_t i = call_lead + (has_marker ? m.size() : 0);
-  i += leading_ws(r.substr(i));
+  size_t gap = leading_ws(r.substr(i));
+  i += gap;
   std::string_view body = r.substr(i);
   auto fail = [&] {
     if (has_marker) {
@@ -137,7 +153,7 @@ Progress OutputParser::State::step_call_open() {
     mode = Mode::kContent;
     return Progress::kMoved;
   };
-  bool out_of_room = r.size() > kMaxHeldBytes;
+  bool out_of_room = r.size() > kMaxHeldBytes || call_lead > kMaxHeldWhitespace || gap > kMaxHeldWhitespace;
   if (body.empty()) return finishing || out_of_room ? fail() : Progress::kNeedMore;
   if (body[0] == '{') {
     std::string name;
@@ -154,11 +170,17 @@ Progress OutputParser::State::step_call_open() {
     }
     bool llama = format.tools == ToolFormat::kLlama3Json;
     if (h == Header::kNoMatch || finishing || out_of_room) {
-      if (llama || !has_marker) return fail();
+      if (llama || !has_marker || gap > kMaxHeldWhitespace) return fail();
       mode = Mode::kJsonHeld;
+      scan_from = 0;
       return Progress::kMoved;
     }
     return Progress::kNeedMore;
+  }
+  if (body[0] == '[' && has_marker && format.tools != ToolFormat::kLlama3Json && gap <= kMaxHeldWhitespace) {
+    mode = Mode::kJsonHeld;  // an array of calls: parsed whole at </tool_call>
+    scan_from = 0;
+    return Progress::kMoved;
   }
   if (starts_with(body, kFunctionOpen)) {
     std::string_view after = body.substr(kFunctionOpen.size());
@@ -182,9 +204,12 @@ Progress OutputParser::State::step_call_open() {
 Progress OutputParser::State::step_json_held() {
   std::string_view r = rest();
   std::string_view m = marker();
-  size_t close = r.find(kToolCallClose);
-  if (close == std::string_view::npos && !finishing && r.size() <= kMaxHeldBytes) return Progress::kNeedMore;
   size_t start = call_lead + m.size();
+  // Only text that arrived since the last look can hold the closing marker.
+  size_t from = std::max(start, scan_from >= kToolCallClose.size() ? scan_from - kToolCallClose.size() + 1 : 0);
+  size_t close = r.find(kToolCallClose, from);
+  scan_from = r.size();
+  if (close == std::string_view::npos && !finishing && r.size() <= kMaxHeldBytes) return Progress::kNeedMore;
   std::string_view body = close == std::string_view::npos ? r.substr(start) : r.substr(start, close - start);
   if (json_call_complete(body)) {
     consume(close == std::string_view::npos ? r.size() : close + kToolCallClose.size());
@@ -254,9 +279,9 @@ Progress OutputParser::State::step_json_tail() {
   }
   size_t ws = leading_ws(r);
   std::string_view after = r.substr(ws);
-  if (starts_with(after, kToolCallClose)) {
+  if (starts_with(after, kToolCallClose) && ws <= kMaxHeldWhitespace) {
     consume(ws + kToolCallClose.size());
-  } else if ((after.empty() || may_become(after, kToolCallClose)) && !finishing && r.size() < kMaxHeldBytes) {
+  } else if ((after.empty() || may_become(after, kToolCallClose)) && ws <= kMaxHeldWhitespace && !finishing) {
     return Progress::kNeedMore;
   }
   mode = Mode::kAfterCall;
@@ -290,7 +315,7 @@ void OutputParser::State::xml_finish_call() {
 
 Progress OutputParser::State::step_xml_between() {
   std::string_view r = rest();
-  size_t ws = leading_ws(r);
+  size_t ws = skip_ws(r);
   consume(ws);
   call_bytes += ws;
   r = rest();
@@ -330,6 +355,7 @@ Progress OutputParser::State::step_xml_param_name() {
     return Progress::kMoved;
   }
   xml_param = std::string(name);
+  scan_from = 0;
   consume(gt + 1);
   call_bytes += gt + 1;
   mode = Mode::kXmlValue;
@@ -342,13 +368,14 @@ Progress OutputParser::State::step_xml_value() {
   size_t end = std::string_view::npos;
   bool own_close = false;
   for (std::string_view m : {kParameterClose, kFunctionClose, kToolCallClose}) {
-    size_t at = r.find(m);
+    size_t at = r.find(m, scan_from >= m.size() ? scan_from - m.size() + 1 : 0);
     if (at < end) {
       end = at;
       own_close = m == kParameterClose;
     }
   }
   if (end == std::string_view::npos) {
+    scan_from = r.size();
     if (finishing) end = r.size();
     else if (call_bytes + r.size() > kMaxCallBytes) return break_call(""), Progress::kMoved;
     else return Progress::kNeedMore;

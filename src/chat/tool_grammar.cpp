@@ -98,14 +98,15 @@ std::string text_without(const std::string& name, const std::vector<std::string>
   return out;
 }
 
-std::set<std::string> schema_types(const json& schema) {
+template <typename Json>
+std::set<std::string> schema_types(const Json& schema) {
   std::set<std::string> types;
   if (!schema.is_object()) return types;
   auto t = schema.find("type");
-  if (t != schema.end() && t->is_string()) types.insert(t->get<std::string>());
+  if (t != schema.end() && t->is_string()) types.insert(t->template get<std::string>());
   if (t != schema.end() && t->is_array()) {
     for (const auto& i : *t) {
-      if (i.is_string()) types.insert(i.get<std::string>());
+      if (i.is_string()) types.insert(i.template get<std::string>());
     }
   }
   return types;
@@ -113,33 +114,34 @@ std::set<std::string> schema_types(const json& schema) {
 
 // The value of one XML parameter: raw text for strings (an enum of strings: one of them), the JSON
 // grammar of its schema otherwise.
-Result<std::string> xml_value_rule(const json& schema, const std::string& prefix, std::string* rules) {
+template <typename Json>
+Result<std::string> xml_value_rule(const Json& schema, const std::string& prefix, std::string* rules) {
   auto e = schema.is_object() ? schema.find("enum") : schema.end();
   if (e != schema.end() && e->is_array() && !e->empty()) {
     std::vector<std::string> alts;
     bool all_strings = true;
     for (const auto& v : *e) {
       if (!v.is_string()) all_strings = false;
-      else alts.push_back(literal(v.get<std::string>()));
+      else alts.push_back(literal(v.template get<std::string>()));
     }
     if (all_strings) return "(" + fmt::format("{}", fmt::join(alts, " | ")) + ")";
   }
   if (auto c = schema.is_object() ? schema.find("const") : schema.end(); c != schema.end() && c->is_string()) {
-    return literal(c->get<std::string>());
+    return literal(c->template get<std::string>());
   }
   if (schema_types(schema).count("string") || !schema.is_object() || schema.empty()) {
     auto min = schema.is_object() ? schema.find("minLength") : schema.end();
     auto max = schema.is_object() ? schema.find("maxLength") : schema.end();
     if (min == schema.end() && max == schema.end()) return std::string("xml-text");
     // A length bound: characters other than '<' (so no closing tag can start), counted exactly.
-    int64_t lo = min != schema.end() && min->is_number_integer() ? min->get<int64_t>() : 0;
-    int64_t hi = max != schema.end() && max->is_number_integer() ? max->get<int64_t>() : kMaxXmlStringChars;
+    int64_t lo = min != schema.end() && min->is_number_integer() ? min->template get<int64_t>() : 0;
+    int64_t hi = max != schema.end() && max->is_number_integer() ? max->template get<int64_t>() : kMaxXmlStringChars;
     hi = std::min<int64_t>(hi, kMaxXmlStringChars);  // stricter than asked, still within the schema
     if (lo < 0 || lo > hi) return make_error(ErrorCode::kInvalidArgument, "minLength/maxLength out of range");
     return fmt::format("[^<]{{{},{}}}", lo, hi);
   }
   // Qwen's templates write booleans and null with Python's str(); the parser reads both spellings.
-  std::set<std::string> types = schema_types(schema);
+  std::set<std::string> types = schema_types(schema);  // NOLINT
   if (types == std::set<std::string>{"boolean"}) return std::string(R"(("true" | "false" | "True" | "False"))");
   if (types == std::set<std::string>{"null"}) return std::string(R"(("null" | "None"))");
   STRATA_ASSIGN(std::string g, grammar::json_schema_to_gbnf(schema, prefix));
@@ -147,16 +149,18 @@ Result<std::string> xml_value_rule(const json& schema, const std::string& prefix
   return prefix + "root";
 }
 
-Result<std::string> xml_call_rule(const ToolSpec& tool, const std::string& prefix, std::string* rules) {
-  std::string body = literal("<function=" + tool.name + ">\n");
+template <typename Json>
+Result<std::string> xml_call_rule(const std::string& name, const Json& params, const std::string& prefix,
+                                  std::string* rules) {
+  std::string body = literal("<function=" + name + ">\n");
   std::set<std::string> required;
-  if (auto r = tool.parameters.find("required"); r != tool.parameters.end() && r->is_array()) {
+  if (auto r = params.find("required"); r != params.end() && r->is_array()) {
     for (const auto& k : *r) {
-      if (k.is_string()) required.insert(k.get<std::string>());
+      if (k.is_string()) required.insert(k.template get<std::string>());
     }
   }
-  auto props = tool.parameters.find("properties");
-  if (props != tool.parameters.end() && props->is_object()) {
+  auto props = params.find("properties");
+  if (props != params.end() && props->is_object()) {
     int j = 0;
     for (const auto& [key, schema] : props->items()) {
       if (key.empty() || key.find_first_of("<>\n") != std::string::npos) {
@@ -173,8 +177,14 @@ Result<std::string> xml_call_rule(const ToolSpec& tool, const std::string& prefi
 
 Result<std::string> call_rule(const ChatFormat& format, const ToolSpec& tool, size_t i, std::string* rules) {
   std::string prefix = fmt::format("t{}-", i);
-  if (format.tools == ToolFormat::kQwenXml) return xml_call_rule(tool, prefix, rules);
-  STRATA_ASSIGN(std::string g, grammar::json_schema_to_gbnf(tool.parameters, prefix));
+  // The client's property order when it is known: models write arguments in schema order.
+  const bool ordered = tool.parameters_in_order.is_object();
+  if (format.tools == ToolFormat::kQwenXml) {
+    return ordered ? xml_call_rule(tool.name, tool.parameters_in_order, prefix, rules)
+                   : xml_call_rule(tool.name, tool.parameters, prefix, rules);
+  }
+  STRATA_ASSIGN(std::string g, ordered ? grammar::json_schema_to_gbnf(tool.parameters_in_order, prefix)
+                                       : grammar::json_schema_to_gbnf(tool.parameters, prefix));
   *rules += g + "\n";
   std::string key = format.tools == ToolFormat::kLlama3Json ? "parameters" : "arguments";
   return literal("{\"name\": \"" + tool.name + "\", \"" + key + "\": ") + " " + prefix + "root " + literal("}");
@@ -209,13 +219,14 @@ Result<std::string> tool_call_grammar(const ChatFormat& format, const std::vecto
                          ? "(" + any + ")"
                          : literal("<tool_call>\n") + " (" + any + ") " + literal("\n</tool_call>");
   std::string root = "root ::= ";
-  if (format.thinking) {
+  if (format.thinking && !format.think_open.empty() && !format.think_close.empty()) {
     std::string think = "think-text " + literal(format.think_close) + " think-ws";
     root += starts_in_reasoning ? think + " " : "(" + literal(format.think_open) + " " + think + ")? ";
     rules += text_without("think-text", {format.think_close}, fmt::format("{{0,{}}}", kMaxGrammarReasoningChars));
     rules += "think-ws ::= \"\\n\"{0,2}\n";
   }
-  root += "call-one" + std::string(parallel ? " (\"\\n\" call-one)*" : "") + "\n";
+  // Parallel: as many calls as the parser reads (kMaxToolCalls).
+  root += "call-one" + (parallel ? fmt::format(" (\"\\n\" call-one){{0,{}}}", kMaxToolCalls - 1) : "") + "\n";
   if (format.tools == ToolFormat::kQwenXml) rules += text_without("xml-text", {"</parameter>", "</function>", "</tool_call>"}, "*");
   return root + "call-one ::= " + call + "\n" + rules;
 }

@@ -123,6 +123,18 @@ Result<std::vector<ToolSpec>> parse_tools(const json& tools) {
   return out;
 }
 
+Result<std::vector<ToolSpec>> parse_tools_ordered(const nlohmann::ordered_json& tools) {
+  // Validated as a json (same rules, same messages); the ordered schemas are kept beside.
+  json plain = json::parse(tools.dump(-1, ' ', false, json::error_handler_t::replace), nullptr, false);
+  STRATA_ASSIGN(std::vector<ToolSpec> specs, parse_tools(plain));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const auto& fn = tools[i]["function"];
+    auto params = fn.find("parameters");
+    if (params != fn.end() && params->is_object()) specs[i].parameters_in_order = *params;
+  }
+  return specs;
+}
+
 Result<ToolChoice> parse_tool_choice(const json& j, const std::vector<ToolSpec>& tools) {
   ToolChoice choice;
   if (j.is_null()) return choice;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+
 #include "chat/parse_helpers.h"
 
 namespace strata::chat {
@@ -85,6 +87,18 @@ TEST(HermesJson, keys_in_another_order_and_string_arguments_are_held_and_parsed)
   EXPECT_EQ(j.calls[1].name, "g");
   EXPECT_EQ(args_of(j, 1), json::parse(R"({"b": true})"));
   EXPECT_EQ(j.content, "");
+}
+
+TEST(HermesJson, an_array_of_calls_in_one_block_is_several_calls) {
+  auto j = parse_all_ways(hermes(), "<tool_call>\n[{\"name\": \"a\", \"arguments\": {\"x\": 1}}, "
+                                    "{\"name\": \"b\", \"arguments\": {}}]\n</tool_call>");
+  ASSERT_EQ(j.calls.size(), 2u);
+  EXPECT_EQ(j.calls[0].name, "a");
+  EXPECT_EQ(j.calls[0].arguments_json, "{\"x\":1}");
+  EXPECT_EQ(j.calls[1].name, "b");
+  auto bad = parse_all_ways(hermes(), "<tool_call>[{\"name\": \"a\"}, 3]</tool_call>");
+  EXPECT_TRUE(bad.calls.empty());
+  EXPECT_EQ(bad.content, "<tool_call>[{\"name\": \"a\"}, 3]</tool_call>");
 }
 
 TEST(HermesJson, malformed_arguments_close_the_call_and_the_rest_is_content) {
@@ -291,11 +305,16 @@ TEST(OutputParser, pushes_after_finish_are_ignored_and_a_second_finish_is_empty)
 }
 
 TEST(OutputParser, held_text_is_bounded) {
-  // Megabytes of whitespace before a marker that never comes: released once past the cap.
+  // A megabyte of whitespace before a marker that may come: only the last kMaxHeldWhitespace bytes
+  // are held, and those are what a call that follows drops.
   OutputParser p(hermes().format, false, true, true);
   std::string ws(kMaxHeldBytes + 10, ' ');
   auto d = p.push("a" + ws);
-  EXPECT_GE(d.content.size(), kMaxHeldBytes);
+  EXPECT_EQ(d.content.size(), 1 + ws.size() - kMaxHeldWhitespace);
+  (void)p.push("<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>");
+  (void)p.finish();
+  EXPECT_EQ(p.content().size(), 1 + ws.size() - kMaxHeldWhitespace);
+  EXPECT_EQ(p.tool_calls().size(), 1u);
   // A call larger than the cap is closed.
   OutputParser q(hermes().format, false, true, true);
   (void)q.push("<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"");
@@ -303,6 +322,30 @@ TEST(OutputParser, held_text_is_bounded) {
   ASSERT_EQ(q.tool_calls().size(), 1u);
   EXPECT_LE(q.tool_calls()[0].arguments_json.size(), kMaxCallBytes + 8);
   EXPECT_TRUE(json::accept(q.tool_calls()[0].arguments_json));
+}
+
+// Text arriving in small pieces costs time in proportion to its size, whatever the parser is holding
+// (whitespace before a possible marker, a held JSON call, a long XML value, a long reasoning).
+TEST(OutputParser, long_texts_in_small_pieces_take_linear_time) {
+  auto feed = [](const ParserSetup& s, const std::string& head, char fill, size_t n, const std::string& tail) {
+    OutputParser p(s.format, s.starts_in_reasoning, s.split_reasoning, s.parse_tools, s.tools);
+    (void)p.push(head);
+    std::string piece(4, fill);
+    for (size_t i = 0; i < n / 4; ++i) (void)p.push(piece);
+    (void)p.push(tail);
+    (void)p.finish();
+    return p.content().size() + p.reasoning().size() + p.tool_calls().size();
+  };
+  auto start = std::chrono::steady_clock::now();
+  const size_t n = 600000;
+  EXPECT_GT(feed(hermes(), "a", ' ', n, "b"), n);
+  EXPECT_GT(feed(hermes(true), "<think>", '\n', n, "x</think>"), 0u);
+  EXPECT_EQ(feed(hermes(), "<tool_call>{\"arguments\": {\"a\": \"", 'x', n, "\"}, \"name\": \"f\"}</tool_call>"), 1u);
+  EXPECT_EQ(feed(qwen_xml(), "<tool_call><function=f><parameter=a>", 'y', n, "</parameter></function></tool_call>"), 1u);
+  EXPECT_GT(feed(hermes(), "<tool_call>", ' ', n, "!"), n);
+  EXPECT_GT(feed(llama3(), "", ' ', n, "{}"), n);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 5.0) << "6 texts of 600 KB in 4-byte pieces";
 }
 
 }  // namespace

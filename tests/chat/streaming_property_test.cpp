@@ -14,7 +14,8 @@ const std::vector<std::string> kFragments = {
     "\"", "\\", ",", ":", "\"name\"", "\"arguments\"", "\"parameters\"", "\"type\": \"function\", ",
     "{\"name\": \"f\", \"arguments\": {", "{\"name\": \"g\", \"parameters\": {", "\"a\": 1", "\"b\": \"x",
     "true", "nul", "-1.5e", "<function=f>", "<function=", "<parameter=a>", "<parameter=n>", "</parameter>",
-    "</function>", "<|python_tag|>", "é", "😀", "漢字", "hello", "Let me", "\\u00e9", "\\u00", ";", "\t"};
+    "</function>", "<|python_tag|>", "é", "😀", "漢字", "hello", "Let me", "\\u00e9", "\\u00", ";", "\t",
+    std::string(200, ' '), std::string(300, '\n')};  // runs around kMaxHeldWhitespace
 
 // Half the texts have a call start in the middle, so the call paths get their share of noise.
 std::string random_text(std::mt19937& rng) {

@@ -181,6 +181,32 @@ TEST(ToolCallGrammar, accepts_the_calls_templates_write_and_refuses_other_text) 
   EXPECT_FALSE(accepts(llama, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\", \"days\": 15}}"));
 }
 
+TEST(ToolCallGrammar, properties_come_in_the_clients_order_when_it_is_known) {
+  const char* body = R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+    "properties": {"zeta": {"type": "integer"}, "alpha": {"type": "string"}}, "required": ["zeta", "alpha"]}}}])";
+  auto ordered = parse_tools_ordered(nlohmann::ordered_json::parse(body));
+  ASSERT_TRUE(ordered.ok()) << ordered.error().message;
+  EXPECT_EQ((*ordered)[0].parameters_in_order["properties"].begin().key(), "zeta");
+  auto sorted = parse_tools(json::parse(body));
+  ASSERT_TRUE(sorted.ok());
+  EXPECT_TRUE((*sorted)[0].parameters_in_order.is_null());
+  const std::string zeta_first = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"zeta\": 1, \"alpha\": \"x\"}}\n</tool_call>";
+  const std::string alpha_first = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"alpha\": \"x\", \"zeta\": 1}}\n</tool_call>";
+  auto f = format_of(ToolFormat::kHermesJson, false);
+  auto in_order = compile(f, *ordered, kRequired, false, false);
+  EXPECT_TRUE(accepts(in_order, zeta_first));
+  EXPECT_FALSE(accepts(in_order, alpha_first));
+  auto by_key = compile(f, *sorted, kRequired, false, false);
+  EXPECT_TRUE(accepts(by_key, alpha_first));
+  EXPECT_FALSE(accepts(by_key, zeta_first));
+  auto xml = compile(format_of(ToolFormat::kQwenXml, false), *ordered, kRequired, false, false);
+  EXPECT_TRUE(accepts(xml, "<tool_call>\n<function=f>\n<parameter=zeta>\n1\n</parameter>\n<parameter=alpha>\nx\n"
+                           "</parameter>\n</function>\n</tool_call>"));
+  auto bad = parse_tools_ordered(nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "a b"}}])"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("tools[0].function.name"), std::string::npos);
+}
+
 struct Walked {
   std::string text;
   bool ended = false;
@@ -224,8 +250,13 @@ Walked walk(const std::shared_ptr<const grammar::Grammar>& g, uint32_t seed, int
     }
     bool structural = rng() % 2;
     for (size_t i = 0; i < logits.size(); ++i) logits[i] = noise(rng) + (structural ? bonus[i] : 0.0f);
-    m.mask(logits);
-    auto t = static_cast<text::Token>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    // The favourite when the grammar allows it, else the favourite of the masked row.
+    auto pick = [&] { return static_cast<text::Token>(std::max_element(logits.begin(), logits.end()) - logits.begin()); };
+    text::Token t = pick();
+    if (!m.allows(t)) {
+      m.mask(logits);
+      t = pick();
+    }
     if (vocab.is_eog(t)) {
       w.ended = true;
       break;
