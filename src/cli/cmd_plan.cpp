@@ -9,13 +9,19 @@ namespace strata::cli {
 
 Command add_plan(CLI::App& app) {
   auto f = std::make_shared<ModelFlags>();
+  auto checkpoints = std::make_shared<int32_t>(8);  // strata serve's default, so the plans agree
   CLI::App* cmd = app.add_subcommand("plan", "print where every layer, cache and op would live, then exit");
   add_model_flags(*cmd, *f);
   cmd->add_option("--parallel", f->n_seq, "(-np) parallel sequences")->check(CLI::Range(1, 256));
-  return [f]() -> int {
+  cmd->add_option("--ctx-checkpoints,--swa-checkpoints", *checkpoints,
+                  "(-ctxcp) recurrent-state checkpoints per slot, as strata serve keeps them")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  return [f, checkpoints]() -> int {
     runtime::LocalWorkers workers;
     auto options = engine_options(*f, workers);
     if (!options.ok()) return fail(options.error());
+    options->n_checkpoints = *checkpoints;
     auto model = model::Model::open(f->model);
     if (!model.ok()) return fail(model.error());
     const model::HParams& hp = (*model)->hparams();

@@ -23,7 +23,7 @@ Command add_run(CLI::App& app) {
   add_model_flags(*cmd, f->model);
   add_sampling_flags(*cmd, f->sampling);
   cmd->add_option("-p,--prompt", f->prompt, "prompt text")->required();
-  cmd->add_option("-n,--n-predict", f->n_predict, "tokens to generate (-1: until end of text or context)")
+  cmd->add_option("-n,--n-predict,--predict", f->n_predict, "tokens to generate (-1: until end of text or context)")
       ->capture_default_str()->check(CLI::Range(-1, 1 << 24));
   cmd->add_flag("--ignore-eos", f->ignore_eos, "keep generating past end-of-generation tokens");
   cmd->add_flag("--no-display-prompt", f->no_display_prompt, "print only the generated text");
@@ -49,6 +49,7 @@ Command add_run(CLI::App& app) {
       return true;
     });
     fmt::print("\n");
+    std::fflush(stdout);  // the text ends before the speed report on a shared terminal
     if (!stats.ok()) return fail(stats.error());
     fmt::print(stderr, "prompt: {} tokens in {:.3f} s, {:.2f} tokens/s\n", stats->n_prompt, stats->prompt_seconds,
                stats->prompt_tokens_per_second());

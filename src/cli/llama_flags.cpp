@@ -13,12 +13,18 @@ constexpr const char* kGroup = "llama.cpp compatibility";
 
 spdlog::level::level_enum level_for_verbosity(int32_t v) {
   switch (v) {
-    case 0: return spdlog::level::critical;  // llama's "generic output" only: our output is not logged
-    case 1: return spdlog::level::err;
-    case 2: return spdlog::level::warn;
-    case 3: return spdlog::level::info;
-    case 4: return spdlog::level::debug;
-    default: return spdlog::level::trace;
+    case 0:
+      return spdlog::level::critical;  // llama's "generic output" only: our output is not logged
+    case 1:
+      return spdlog::level::err;
+    case 2:
+      return spdlog::level::warn;
+    case 3:
+      return spdlog::level::info;
+    case 4:
+      return spdlog::level::debug;
+    default:
+      return spdlog::level::trace;
   }
 }
 
@@ -29,7 +35,8 @@ std::function<std::string()> always(std::string why) {
 
 void add_cache_type(CLI::App& cmd, LlamaFlags& f, const char* names, std::string& value) {
   CLI::Option* o = cmd.add_option(names, value, "KV cache type (only f16 exists here)")
-                       ->capture_default_str()->group(kGroup)
+                       ->capture_default_str()
+                       ->group(kGroup)
                        ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"}));
   f.notices.emplace_back(o, [&value] {
     return value == "f16" ? std::string() : "quantized or f32 KV caches are not implemented yet; the cache stays f16";
@@ -39,34 +46,54 @@ void add_cache_type(CLI::App& cmd, LlamaFlags& f, const char* names, std::string
 void add_log_flags(CLI::App& cmd, LlamaFlags& f) {
   cmd.add_option("--verbosity,--log-verbosity", f.verbosity,
                  "(-lv) log threshold, llama's scale: 0 output only, 1 errors, 2 warnings, 3 info, 4 debug, 5 trace")
-      ->group(kGroup)->check(CLI::Range(0, 1000));
+      ->group(kGroup)
+      ->check(CLI::Range(0, 1000));
   cmd.add_option("--log-file", f.log_file, "also write the log to this file")->group(kGroup);
   cmd.add_flag("--log-disable", f.log_disable, "no log at all")->group(kGroup);
   cmd.add_option("--log-colors", f.log_colors, "colored log: on, off or auto (a bare flag: on)")
-      ->expected(0, 1)->default_str("on")->group(kGroup)->check(CLI::IsMember({"on", "off", "auto"}));
+      ->expected(0, 1)
+      ->default_str("on")
+      ->group(kGroup)
+      ->check(CLI::IsMember({"on", "off", "auto"}));
 }
 
 void add_device_flags(CLI::App& cmd, LlamaFlags& f) {
   const std::string cpu = "every node computes on its CPU: there are no GPUs or devices to choose";
-  f.notices.emplace_back(cmd.add_option("--main-gpu", f.main_gpu, "(-mg) ignored: no GPUs")->group(kGroup), always(cpu));
-  f.notices.emplace_back(cmd.add_option("--device", f.device, "(-dev) ignored: no devices; nodes come from --rpc")
-                             ->group(kGroup), always(cpu + "; the nodes are this machine and the --rpc workers"));
-  f.notices.emplace_back(cmd.add_flag("--cpu-moe", f.cpu_moe, "(-cmoe) ignored: experts are always in host memory")
-                             ->group(kGroup), always("every node is a CPU: MoE experts already live in host memory"));
-  f.notices.emplace_back(cmd.add_option("--n-cpu-moe", f.n_cpu_moe, "(-ncmoe) ignored: experts are always in host memory")
-                             ->group(kGroup)->check(CLI::Range(0, 1 << 20)),
-                         always("every node is a CPU: MoE experts already live in host memory"));
-  f.notices.emplace_back(cmd.add_option("--numa", f.numa, "ignored: NUMA placement is not implemented")->group(kGroup)
+  f.notices.emplace_back(cmd.add_option("--main-gpu", f.main_gpu, "(-mg) ignored: no GPUs")->group(kGroup),
+                         always(cpu));
+  f.notices.emplace_back(
+      cmd.add_option("--device", f.device, "(-dev) ignored: no devices; nodes come from --rpc")->group(kGroup),
+      always(cpu + "; the nodes are this machine and the --rpc workers"));
+  f.notices.emplace_back(
+      cmd.add_flag("--cpu-moe", f.cpu_moe, "(-cmoe) ignored: experts are always in host memory")->group(kGroup),
+      always("every node is a CPU: MoE experts already live in host memory"));
+  f.notices.emplace_back(
+      cmd.add_option("--n-cpu-moe", f.n_cpu_moe, "(-ncmoe) ignored: experts are always in host memory")
+          ->group(kGroup)
+          ->check(CLI::Range(0, 1 << 20)),
+      always("every node is a CPU: MoE experts already live in host memory"));
+  f.notices.emplace_back(cmd.add_option("--numa", f.numa, "ignored: NUMA placement is not implemented")
+                             ->group(kGroup)
                              ->check(CLI::IsMember({"distribute", "isolate", "numactl"})),
                          always("NUMA placement is not implemented; threads are not pinned to nodes"));
-  f.notices.emplace_back(cmd.add_option("--prio", f.prio, "ignored: thread priority is not changed")->group(kGroup)
-                             ->check(CLI::Range(-1, 3)), always("thread priority is not changed"));
+  f.notices.emplace_back(cmd.add_option("--prio", f.prio, "ignored: thread priority is not changed")
+                             ->group(kGroup)
+                             ->check(CLI::Range(-1, 3)),
+                         always("thread priority is not changed"));
   f.notices.emplace_back(cmd.add_option("--poll", f.poll, "ignored: threads wait without a polling level")
-                             ->group(kGroup)->check(CLI::Range(0, 100)),
+                             ->group(kGroup)
+                             ->check(CLI::Range(0, 100)),
                          always("threads meet at a barrier; there is no polling level to set"));
-  CLI::Option* sm = cmd.add_option("--split-mode", f.split_mode, "(-sm) layer: whole layers per node (the only mode)")
-                        ->capture_default_str()->group(kGroup)->check(CLI::IsMember({"none", "layer", "row", "tensor"}));
-  (void)sm;  // checked in apply: tensor and row are errors, not notices
+  const std::string no_gpu = "there is no GPU to hold the KV cache: each node keeps its layers' cache in its memory";
+  f.notices.emplace_back(cmd.add_flag("--kv-offload", f.kv_offload, "(-kvo) ignored: no GPUs")->group(kGroup),
+                         always(no_gpu));
+  f.notices.emplace_back(cmd.add_flag("--no-kv-offload", f.no_kv_offload, "(-nkvo) ignored: no GPUs")->group(kGroup),
+                         always(no_gpu));
+  // Checked in apply_llama_flags: the other modes are errors, not notices.
+  cmd.add_option("--split-mode", f.split_mode, "(-sm) layer: whole layers per node (the only mode)")
+      ->capture_default_str()
+      ->group(kGroup)
+      ->check(CLI::IsMember({"none", "layer", "row", "tensor"}));
 }
 
 }  // namespace
@@ -74,21 +101,34 @@ void add_device_flags(CLI::App& cmd, LlamaFlags& f) {
 void add_llama_flags(CLI::App& cmd, LlamaFlags& f) {
   add_log_flags(cmd, f);
   cmd.add_option("--ubatch-size", f.n_ubatch, "(-ub) physical batch: caps -b, the largest batch of one decode call")
-      ->group(kGroup)->check(CLI::Range(1, 1 << 16));
+      ->group(kGroup)
+      ->check(CLI::Range(1, 1 << 16));
   f.notices.emplace_back(
-      cmd.add_option("--flash-attn", f.flash_attn, "(-fa) on|off|auto; ignored: attention is always fused")
-          ->expected(0, 1)->default_str("on")->group(kGroup)->check(CLI::IsMember({"on", "off", "auto"})),
+      cmd.add_option("--flash-attn", f.flash_attn, "(-fa) on|off|auto (llama-bench's 1|0 too); ignored: always fused")
+          ->expected(0, 1)
+          ->default_str("on")
+          ->group(kGroup)
+          ->check(CLI::IsMember({"on", "off", "auto", "1", "0"})),
       always("attention is always computed fused (one pass over the cache); there is nothing to switch"));
   f.notices.emplace_back(cmd.add_option("--fit", f.fit, "(-fit) on|off; ignored: the planner places every tensor")
-                             ->group(kGroup)->check(CLI::IsMember({"on", "off"})),
+                             ->group(kGroup)
+                             ->check(CLI::IsMember({"on", "off"})),
                          always("the planner places every tensor from the nodes' memory; there is nothing to fit"));
   add_cache_type(cmd, f, "--cache-type-k", f.cache_type_k);
   add_cache_type(cmd, f, "--cache-type-v", f.cache_type_v);
-  f.notices.emplace_back(cmd.add_flag("--mlock", f.mlock, "ignored: weights are memory-mapped, not locked")->group(kGroup),
-                         always("not implemented: the weights stay memory-mapped and may be paged out"));
-  f.notices.emplace_back(cmd.add_flag("--no-mmap", f.no_mmap, "ignored: weights are always memory-mapped")->group(kGroup),
-                         always("the weights are always memory-mapped"));
+  f.notices.emplace_back(
+      cmd.add_flag("--mlock", f.mlock, "ignored: weights are memory-mapped, not locked")->group(kGroup),
+      always("not implemented: the weights stay memory-mapped and may be paged out"));
+  f.notices.emplace_back(
+      cmd.add_flag("--no-mmap", f.no_mmap, "ignored: weights are always memory-mapped")->group(kGroup),
+      always("the weights are always memory-mapped"));
   cmd.add_flag("--mmap", f.mmap, "weights are memory-mapped (always)")->group(kGroup);
+  f.notices.emplace_back(cmd.add_option("--threads-batch", f.threads_batch, "(-tb) ignored: -t serves prompts too")
+                             ->group(kGroup)
+                             ->check(CLI::Range(-1, 1024)),
+                         always("one thread count (-t) serves prompt processing and generation"));
+  f.notices.emplace_back(cmd.add_flag("--offline", f.offline, "nothing is downloaded (always)")->group(kGroup),
+                         always("nothing is ever downloaded: -m is a local file"));
   add_device_flags(cmd, f);
 }
 
@@ -97,7 +137,8 @@ Status apply_llama_flags(const LlamaFlags& f) {
     return make_error("--split-mode tensor (tensors split across nodes) is planned but not implemented yet; use layer");
   }
   if (f.split_mode != "layer") {
-    return make_error("--split-mode {}: only layer exists here (whole layers per node, set with -ts/-ngl/-ot)", f.split_mode);
+    return make_error("--split-mode {}: only layer exists here (whole layers per node, set with -ts/-ngl/-ot)",
+                      f.split_mode);
   }
   auto logger = spdlog::default_logger();
   if (f.log_disable) {
@@ -106,8 +147,9 @@ Status apply_llama_flags(const LlamaFlags& f) {
   }
   if (f.verbosity >= 0) logger->set_level(level_for_verbosity(f.verbosity));
   if (!f.log_colors.empty()) {
-    const auto mode = f.log_colors == "on" ? spdlog::color_mode::always
-                      : f.log_colors == "off" ? spdlog::color_mode::never : spdlog::color_mode::automatic;
+    const auto mode = f.log_colors == "on"    ? spdlog::color_mode::always
+                      : f.log_colors == "off" ? spdlog::color_mode::never
+                                              : spdlog::color_mode::automatic;
     for (auto& sink : logger->sinks()) {
       if (auto* s = dynamic_cast<spdlog::sinks::stderr_color_sink_mt*>(sink.get())) s->set_color_mode(mode);
     }
@@ -145,13 +187,18 @@ void print_environment_notices() {
 
 const std::vector<std::pair<std::string, std::string>>& llama_short_aliases() {
   static const std::vector<std::pair<std::string, std::string>> kAliases = {
-      {"-ts", "--tensor-split"},   {"-ngl", "--n-gpu-layers"},   {"-ot", "--override-tensor"},
-      {"-np", "--parallel"},       {"-lv", "--verbosity"},       {"-fit", "--fit"},
-      {"-fa", "--flash-attn"},     {"-ctk", "--cache-type-k"},   {"-ctv", "--cache-type-v"},
-      {"-ub", "--ubatch-size"},    {"-cram", "--cache-ram"},     {"-ctxcp", "--ctx-checkpoints"},
-      {"-cb", "--cont-batching"},  {"-nocb", "--no-cont-batching"}, {"-sm", "--split-mode"},
-      {"-mg", "--main-gpu"},       {"-dev", "--device"},         {"-cmoe", "--cpu-moe"},
-      {"-ncmoe", "--n-cpu-moe"},
+      {"-ts", "--tensor-split"},    {"-ngl", "--n-gpu-layers"},
+      {"-ot", "--override-tensor"}, {"-np", "--parallel"},
+      {"-lv", "--verbosity"},       {"-fit", "--fit"},
+      {"-fa", "--flash-attn"},      {"-ctk", "--cache-type-k"},
+      {"-ctv", "--cache-type-v"},   {"-ub", "--ubatch-size"},
+      {"-cram", "--cache-ram"},     {"-ctxcp", "--ctx-checkpoints"},
+      {"-cb", "--cont-batching"},   {"-nocb", "--no-cont-batching"},
+      {"-sm", "--split-mode"},      {"-mg", "--main-gpu"},
+      {"-dev", "--device"},         {"-cmoe", "--cpu-moe"},
+      {"-ncmoe", "--n-cpu-moe"},    {"-tb", "--threads-batch"},
+      {"-kvo", "--kv-offload"},     {"-nkvo", "--no-kv-offload"},
+      {"-kvu", "--kv-unified"},     {"-no-kvu", "--no-kv-unified"},
   };
   return kAliases;
 }

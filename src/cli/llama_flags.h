@@ -4,7 +4,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 #include <utility>
@@ -16,16 +15,17 @@ namespace strata::cli {
 
 struct LlamaFlags {
   // Logging (these take effect)
-  int32_t verbosity = -1;   // -lv: llama's scale, 0 output, 1 error, 2 warning, 3 info, 4 debug, 5+ trace; -1 unset
-  std::string log_file;     // --log-file: an extra file sink
-  bool log_disable = false; // --log-disable: no log at all
-  std::string log_colors;   // --log-colors on|off|auto; empty: unset
-  int32_t n_ubatch = 0;     // -ub: caps -b (both are the largest batch one decode call takes); 0 unset
+  int32_t verbosity = -1;    // -lv: llama's scale, 0 output, 1 error, 2 warning, 3 info, 4 debug, 5+ trace; -1 unset
+  std::string log_file;      // --log-file: an extra file sink
+  bool log_disable = false;  // --log-disable: no log at all
+  std::string log_colors;    // --log-colors on|off|auto; empty: unset
+  int32_t n_ubatch = 0;      // -ub: caps -b (both are the largest batch one decode call takes); 0 unset
 
   // Accepted for compatibility; each one given prints why it has no effect here.
   std::string flash_attn, fit, cache_type_k = "f16", cache_type_v = "f16", split_mode = "layer", numa, device;
-  int32_t main_gpu = 0, prio = 0, poll = 50, n_cpu_moe = 0;
-  bool mlock = false, no_mmap = false, mmap = false, cpu_moe = false;
+  int32_t main_gpu = 0, prio = 0, poll = 50, n_cpu_moe = 0, threads_batch = 0;
+  bool mlock = false, no_mmap = false, mmap = false, cpu_moe = false, kv_offload = false, no_kv_offload = false;
+  bool offline = false;
 
   // For each accepted flag without effect: its option and the notice (empty: none for this value).
   std::vector<std::pair<CLI::Option*, std::function<std::string()>>> notices;

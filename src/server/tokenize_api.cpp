@@ -18,13 +18,10 @@ ApiError bad(std::string param, std::string message) {
 bool valid_utf8(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     const auto b = static_cast<uint8_t>(s[i]);
-    size_t n = 0;
-    uint32_t cpt = 0;
-    if (b < 0x80) n = 1, cpt = b;
-    else if (b >= 0xC2 && b < 0xE0) n = 2, cpt = b & 0x1F;
-    else if (b >= 0xE0 && b < 0xF0) n = 3, cpt = b & 0x0F;
-    else if (b >= 0xF0 && b < 0xF5) n = 4, cpt = b & 0x07;
-    else return false;
+    // Lead bytes: C0/C1 only start overlong forms, F5 and up only code points past U+10FFFF.
+    const size_t n = b < 0x80 ? 1 : b < 0xC2 ? 0 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : b < 0xF5 ? 4 : 0;
+    if (n == 0) return false;
+    uint32_t cpt = n == 1 ? b : b & (0x7F >> n);
     if (i + n > s.size()) return false;
     for (size_t k = 1; k < n; ++k) {
       const auto c = static_cast<uint8_t>(s[i + k]);
@@ -53,7 +50,8 @@ std::optional<ApiError> parse_object(const std::string& body, json& j) {
     e.status = 413;
     return e;
   }
-  if (json_nesting_depth(body) > kMaxJsonDepth) return bad("", fmt::format("the body nests deeper than {}", kMaxJsonDepth));
+  if (json_nesting_depth(body) > kMaxJsonDepth)
+    return bad("", fmt::format("the body nests deeper than {}", kMaxJsonDepth));
   j = json::parse(body, nullptr, false);
   if (j.is_discarded()) return bad("", "the body is not valid JSON");
   if (!j.is_object()) return bad("", "the body must be a JSON object");
@@ -67,6 +65,41 @@ std::optional<ApiError> flag(const json& j, const char* name, bool& value) {
   return std::nullopt;
 }
 
+std::optional<ApiError> check_id(const text::Vocab& vocab, const json& t, const std::string& where, text::Token& id) {
+  if (!t.is_number_integer()) return bad(where.substr(0, where.find('[')), where + " is not an integer token id");
+  const int64_t v = t.get<int64_t>();
+  if (v < 0 || v >= vocab.n_tokens()) {
+    return bad(where.substr(0, where.find('[')),
+               fmt::format("{} = {} is out of range: the vocabulary has {} tokens (0 to {})", where, v,
+                           vocab.n_tokens(), vocab.n_tokens() - 1));
+  }
+  id = static_cast<text::Token>(v);
+  return std::nullopt;
+}
+
+// `content` as a string, or llama-server's mixed array of strings and token ids (add_special applies
+// to the first element only).
+std::optional<ApiError> content_tokens(const text::Vocab& vocab, const json& content, bool add_special,
+                                       bool parse_special, std::vector<text::Token>& ids) {
+  if (content.is_string()) {
+    ids = vocab.tokenize(content.get<std::string>(), add_special, parse_special);
+    return std::nullopt;
+  }
+  if (!content.is_array()) return bad("content", "'content' must be a string or an array of strings and token ids");
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    if (part.is_string()) {
+      const auto more = vocab.tokenize(part.get<std::string>(), add_special && i == 0, parse_special);
+      ids.insert(ids.end(), more.begin(), more.end());
+      continue;
+    }
+    text::Token id = 0;
+    if (auto e = check_id(vocab, part, fmt::format("content[{}]", i), id)) return e;
+    ids.push_back(id);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> tokenize_request(const text::Vocab& vocab, const std::string& body, json& out) {
@@ -76,12 +109,10 @@ std::optional<ApiError> tokenize_request(const text::Vocab& vocab, const std::st
   if (auto e = flag(j, "add_special", add_special)) return e;
   if (auto e = flag(j, "parse_special", parse_special)) return e;
   if (auto e = flag(j, "with_pieces", with_pieces)) return e;
-  std::string content;
+  std::vector<text::Token> ids;
   if (j.contains("content") && !j["content"].is_null()) {
-    if (!j["content"].is_string()) return bad("content", "'content' must be a string");
-    content = j["content"].get<std::string>();
+    if (auto e = content_tokens(vocab, j["content"], add_special, parse_special, ids)) return e;
   }
-  const std::vector<text::Token> ids = vocab.tokenize(content, add_special, parse_special);
   json tokens = json::array();
   for (text::Token t : ids) {
     if (with_pieces) {
@@ -103,14 +134,9 @@ std::optional<ApiError> detokenize_request(const text::Vocab& vocab, const std::
     if (!tokens.is_array()) return bad("tokens", "'tokens' must be an array of token ids");
     ids.reserve(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) {
-      const json& t = tokens[i];
-      if (!t.is_number_integer()) return bad("tokens", fmt::format("tokens[{}] is not an integer token id", i));
-      const int64_t id = t.get<int64_t>();
-      if (id < 0 || id >= vocab.n_tokens()) {
-        return bad("tokens", fmt::format("tokens[{}] = {} is out of range: the vocabulary has {} tokens (0 to {})", i,
-                                         id, vocab.n_tokens(), vocab.n_tokens() - 1));
-      }
-      ids.push_back(static_cast<text::Token>(id));
+      text::Token id = 0;
+      if (auto e = check_id(vocab, tokens[i], fmt::format("tokens[{}]", i), id)) return e;
+      ids.push_back(id);
     }
   }
   // llama-server renders special tokens' text and keeps them (common_detokenize(..., special = true)).

@@ -1,14 +1,15 @@
 // llama-server's /tokenize and /detokenize, with its field names:
-//   POST /tokenize   {content, add_special = false, parse_special = true, with_pieces = false}
+//   POST /tokenize   {content, add_special = false, parse_special = true, with_pieces = false}; content
+//                    is a string or an array of strings and token ids (add_special on the first only)
 //                    -> {tokens: [id, ...]}, or with_pieces: {tokens: [{id, piece}, ...]} where a piece
 //                       is a string when it is valid UTF-8 on its own, else the array of its bytes
 //   POST /detokenize {tokens: [id, ...]} -> {content}
 #pragma once
 
 #include <httplib.h>
-#include <nlohmann/json.hpp>
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 

@@ -25,6 +25,18 @@ TEST(Cli, run_prints_the_golden_greedy_continuation_of_stories260K) {
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
 }
 
+// strata plan counts the prompt cache's state checkpoints per node, as strata serve keeps them.
+TEST(Cli, plan_shows_the_state_checkpoints_of_a_hybrid_model) {
+  STRATA_SHARED_FILE(model, "models/synth/qwen35moe-f32.gguf");
+  const std::string plan = strata() + " plan -m " + shell_quote(model) + " -c 4096 -np 2";
+  const auto with = run_command(plan + " --ctx-checkpoints 4");
+  ASSERT_EQ(with.exit_code, 0) << with.err;
+  EXPECT_NE(with.out.find(" ckpt"), std::string::npos) << with.out;
+  const auto without = run_command(plan + " -ctxcp 0");
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  EXPECT_EQ(without.out.find(" ckpt"), std::string::npos) << without.out;
+}
+
 TEST(Cli, info_reads_every_shared_model_and_refuses_gguf_v1) {
   const auto dir = testing::shared_dir() / "models";
   ASSERT_TRUE(std::filesystem::exists(dir)) << "shared test data missing: " << dir;

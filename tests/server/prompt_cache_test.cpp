@@ -92,7 +92,7 @@ class Chat {
 
 std::string long_system_prompt() {
   std::string s = "You are a careful assistant. ";
-  for (int i = 0; i < 40; ++i) s += "Rule " + std::to_string(i) + ": answer the user in short plain words. ";
+  for (int i = 0; i < 16; ++i) s += "Rule " + std::to_string(i) + ": answer the user in short plain words. ";
   return s;
 }
 
@@ -142,25 +142,25 @@ void two_turns_reuse_the_first(runtime::EngineOptions options) {
 
 TEST(PromptCache, dense_model_reuses_the_previous_turn) {
   STRATA_SHARED_FILE(model, "models/synth/llama-dense-f32.gguf");
-  two_turns_reuse_the_first(testing::single_node_options(model, 2048));
+  two_turns_reuse_the_first(testing::single_node_options(model, 1024));
 }
 
 TEST(PromptCache, hybrid_model_resumes_from_a_checkpoint_on_one_node) {
   STRATA_SHARED_FILE(model, "models/synth/qwen35moe-f32.gguf");
-  two_turns_reuse_the_first(testing::single_node_options(model, 2048));
+  two_turns_reuse_the_first(testing::single_node_options(model, 1024));
 }
 
 TEST(PromptCache, hybrid_model_resumes_from_checkpoints_kept_by_two_workers) {
   STRATA_SHARED_FILE(model, "models/synth/qwen35moe-f32.gguf");
   testing::TestCluster cluster(2);
   ASSERT_TRUE(cluster.ok()) << cluster.error();
-  two_turns_reuse_the_first(testing::cluster_options(model, cluster, 2048));
+  two_turns_reuse_the_first(testing::cluster_options(model, cluster, 1024));
 }
 
 // Two conversations on -np 2: each turn goes back to the slot holding its conversation.
 TEST(PromptCache, two_slots_keep_two_conversations) {
   STRATA_SHARED_FILE(model, "models/synth/qwen35moe-f32.gguf");
-  runtime::EngineOptions o = testing::single_node_options(model, 4096);
+  runtime::EngineOptions o = testing::single_node_options(model, 2048);
   o.n_seq = 2;
   o.n_checkpoints = 4;
   auto engine = load(o);
