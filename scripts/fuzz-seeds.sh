@@ -8,7 +8,7 @@ build=${1:?usage: fuzz-seeds.sh <fuzz-build-dir> <out>}
 out=${2:?usage: fuzz-seeds.sh <fuzz-build-dir> <out>}
 shared=${STRATA_SHARED_DIR:-../shared}
 rm -rf "$out"
-mkdir -p "$out"/{gguf_reader,chat_template,openai_request,worker_messages,tokenizer,chat_output,grammar}
+mkdir -p "$out"/{gguf_reader,chat_template,openai_request,worker_messages,tokenizer,grammar,chat_output}
 
 # Protobuf messages, metadata images, a synthetic GGUF, chat templates, vocab test strings.
 STRATA_SHARED_DIR="$shared" "$build/fuzz/fuzz_seed_writer" "$out"
@@ -79,12 +79,6 @@ JSON
 printf '{"prompt": 1, "messages": {}, "max_tokens": -5, "temperature": 1e400}' >"$req/invalid-types"
 printf '[{"a": [1, 2, {"b": null}]}]' >"$req/not-an-object"
 
-# Generated text for chat::OutputParser: byte 0 picks format and flags (0x21 Hermes + thinking,
-# 0x26 Qwen XML + thinking, starting in reasoning, 0x03 Llama 3), byte 1 seeds the piece sizes.
-co=$out/chat_output
-printf '\x21\x05<think>\nplan\n</think>\n\nOk.\n<tool_call>\n{"name": "f", "arguments": {"a": 1, "b": {"c": [true, null, "x\\u00e9"]}}}\n</tool_call>' >"$co/hermes"
-printf '\x26\x09The plan.\n</think>\n\n<tool_call>\n<function=f>\n<parameter=a>\n12\n</parameter>\n<parameter=b>\n{"k": 1}\n</parameter>\n</function>\n</tool_call>' >"$co/qwen-xml"
-printf '\x03\x02<|python_tag|>{"name": "f", "parameters": {"a": 2}}; {"type": "function", "name": "f", "parameters": {}}' >"$co/llama3"
 # Grammars (first byte 0: GBNF, 1: JSON schema, 3: schema under a rule prefix); after a NUL, the bytes
 # that choose tokens.
 gram=$out/grammar
@@ -94,5 +88,12 @@ printf '\0expr ::= term ([-+*/] term)*\nterm ::= [0-9]+ | "(" expr ")"\nroot ::=
 printf '\001{"type":"object","properties":{"a":{"type":"integer","minimum":-5,"maximum":70},"b":{"enum":["x",1,null]}},"required":["a"]}\0qwerty' >"$gram/schema-object"
 printf '\003{"$defs":{"n":{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}},"anyOf":[{"$ref":"#/$defs/n"},{"type":"string","maxLength":4,"format":"date"}]}\0abc' >"$gram/schema-refs"
 printf '\001{"type":"object","additionalProperties":{"type":"boolean"},"properties":{"ab":{"type":"string","minLength":2}}}\0\377\376' >"$gram/schema-additional"
+
+# Generated text for chat::OutputParser: byte 0 picks format and flags (0x21 Hermes + thinking,
+# 0x26 Qwen XML + thinking, starting in reasoning, 0x03 Llama 3), byte 1 seeds the piece sizes.
+co=$out/chat_output
+printf '\x21\x05<think>\nplan\n</think>\n\nOk.\n<tool_call>\n{"name": "f", "arguments": {"a": 1, "b": {"c": [true, null, "x\\u00e9"]}}}\n</tool_call>' >"$co/hermes"
+printf '\x26\x09The plan.\n</think>\n\n<tool_call>\n<function=f>\n<parameter=a>\n12\n</parameter>\n<parameter=b>\n{"k": 1}\n</parameter>\n</function>\n</tool_call>' >"$co/qwen-xml"
+printf '\x03\x02<|python_tag|>{"name": "f", "parameters": {"a": 2}}; {"type": "function", "name": "f", "parameters": {}}' >"$co/llama3"
 
 for d in "$out"/*/; do echo "seeds: $(basename "$d"): $(ls "$d" | wc -l) files"; done

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 limit=${1:-1000000}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(gguf_reader chat_template openai_request worker_messages tokenizer chat_output grammar)
+((${#targets[@]})) || targets=(gguf_reader chat_template openai_request worker_messages tokenizer grammar chat_output)
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 nice_level=${FUZZ_NICE:-10}
 case "$limit" in
@@ -32,7 +32,7 @@ bash scripts/fuzz-seeds.sh "$build" "$build/seeds"
 
 # Longest input per target: enough for its seeds, small enough to stay fast.
 declare -A max_len=([gguf_reader]=65536 [chat_template]=16384 [openai_request]=4096 [worker_messages]=131072
-                    [tokenizer]=2048 [chat_output]=4096 [grammar]=4096)
+                    [tokenizer]=2048 [grammar]=4096 [chat_output]=4096)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 mkdir -p "$build/logs" "$build/crashes"

@@ -163,6 +163,11 @@ JsonScanner::Step JsonScanner::feed(char c) {
     ++fed_;
     return Step::kMore;
   }
+  return feed_structure(c);
+}
+
+// Between tokens: a value's start, a key, ':', ',' or a closing bracket.
+JsonScanner::Step JsonScanner::feed_structure(char c) {
   Step s = Step::kError;
   switch (state_) {
     case State::kValue:

@@ -44,6 +44,7 @@ class JsonScanner {
   Step after_value();  // a value ended: pop to the container's state
   Step feed_string(char c);
   Step feed_number(char c);
+  Step feed_structure(char c);
   void mark_release(bool in_string);
   std::string closers() const;
 

@@ -16,6 +16,8 @@ namespace strata::chat {
 
 // What a state did with the text it was given.
 enum class Progress { kMoved, kNeedMore };
+// Whether the text at hand starts a call: not yet known, yes, or no.
+enum class Header { kNeedMore, kMatch, kNoMatch };
 
 inline bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 // Length of the whitespace run at the start of `s` (all of it: for text being consumed).
@@ -64,6 +66,7 @@ struct OutputParser::State {
   Progress step_reasoning();
   Progress step_content();
   Progress step_call_open();
+  Header open_xml_call(std::string_view body, size_t at);
   Progress step_json_held();
   Progress step_json_args();
   Progress step_json_tail();

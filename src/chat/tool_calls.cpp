@@ -25,8 +25,6 @@ bool may_become(std::string_view s, std::string_view p) { return s.size() < p.si
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-enum class Header { kNeedMore, kMatch, kNoMatch };
-
 // Matches the start of a JSON call whose name comes before its arguments:
 // {"name": "f", "arguments": {   (also "parameters", and a leading "type": "function" pair).
 // On a match, *args_at is the offset of the arguments' '{'.
@@ -183,22 +181,26 @@ Progress OutputParser::State::step_call_open() {
     return Progress::kMoved;
   }
   if (starts_with(body, kFunctionOpen)) {
-    std::string_view after = body.substr(kFunctionOpen.size());
-    size_t gt = after.find('>');
-    std::string_view name = after.substr(0, gt);
-    if (gt == std::string_view::npos) {
-      if (!valid_xml_name(name) && !name.empty()) return fail();
-      return finishing || out_of_room ? fail() : Progress::kNeedMore;
-    }
-    if (!valid_xml_name(name)) return fail();
-    consume(i + kFunctionOpen.size() + gt + 1);
-    start_call(std::string(name));
-    xml_keys.clear();
-    mode = Mode::kXmlBetween;
-    return Progress::kMoved;
+    Header h = open_xml_call(body, i);
+    if (h == Header::kMatch) return Progress::kMoved;
+    return h == Header::kNoMatch || finishing || out_of_room ? fail() : Progress::kNeedMore;
   }
   if (may_become(body, kFunctionOpen) && !finishing && !out_of_room) return Progress::kNeedMore;
   return fail();
+}
+
+// body starts with "<function=" at offset `at` of rest(): commits the call once its name is read.
+Header OutputParser::State::open_xml_call(std::string_view body, size_t at) {
+  std::string_view after = body.substr(kFunctionOpen.size());
+  size_t gt = after.find('>');
+  std::string_view name = after.substr(0, gt);
+  if (gt == std::string_view::npos) return name.empty() || valid_xml_name(name) ? Header::kNeedMore : Header::kNoMatch;
+  if (!valid_xml_name(name)) return Header::kNoMatch;
+  consume(at + kFunctionOpen.size() + gt + 1);
+  start_call(std::string(name));
+  xml_keys.clear();
+  mode = Mode::kXmlBetween;
+  return Header::kMatch;
 }
 
 Progress OutputParser::State::step_json_held() {

@@ -57,7 +57,8 @@ class Matcher {
   // True when the token's text can come next (EOG tokens: only when the grammar can end here).
   bool allows(text::Token token) const;
   // Sets the logit of every token the grammar does not allow to -inf (one walk of the vocabulary's
-  // byte trie; logits.size() may be below n_tokens, extra entries are left alone).
+  // byte trie, or a recent state's cached answer). Entries past the vocabulary (a padded output
+  // row) have no text and get -inf too.
   void mask(std::span<float> logits) const;
   // Advances over the chosen token; an error (and no change) when the grammar does not allow it.
   Status accept(text::Token token);
