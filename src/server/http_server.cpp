@@ -10,14 +10,16 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <semaphore>
 #include <thread>
 
-#include "base/checked.h"
 #include "server/cluster_json.h"
 #include "server/http_front.h"
 #include "server/metrics.h"
+#include "server/anthropic_api.h"
+#include "server/builtin_templates.h"
+#include "server/chat_turn.h"
 #include "server/openai_api.h"
+#include "server/responses_api.h"
 #include "server/scheduler.h"
 #include "server/tokenize_api.h"
 #include "server/web_ui.h"
@@ -35,24 +37,9 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, e.body()); }
 
-// An engine or scheduler failure as an API error: a node down or the server stopping is 503 (the
-// client may retry); other codes keep `otherwise`, the status each call site had chosen.
-ApiError api_error(ErrorCode code, std::string message, int otherwise) {
-  ApiError e;
-  e.message = std::move(message);
-  e.status = otherwise;
-  if (code == ErrorCode::kUnavailable) {
-    e.status = 503;
-    e.type = "unavailable_error";
-  } else if (otherwise >= 500) {
-    e.type = "server_error";
-  }
-  return e;
-}
-
 std::string random_id(const char* prefix) {
   std::random_device rd;
-  return fmt::format("{}-{:08x}{:08x}", prefix, rd(), rd());
+  return fmt::format("{}{:08x}{:08x}", prefix, rd(), rd());
 }
 
 // Constant-time: the comparison takes as long whichever byte differs.
@@ -74,43 +61,12 @@ bool key_matches(const std::string& header, const std::string& key) {
   return colon != std::string::npos && same_secret(std::string_view(decoded).substr(colon + 1), key);
 }
 
-std::string sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
-
-// A prompt that cannot fit the context however it tokenizes is refused before it is tokenized.
-std::optional<ApiError> check_prompt_size(const text::Vocab& vocab, const std::string& prompt, int32_t n_ctx) {
-  const size_t per_token = vocab.max_bytes_per_token();
-  if (per_token == 0 || prompt.size() <= sat_mul(uint64_t(n_ctx), per_token)) return std::nullopt;
-  ApiError e;
-  e.code = "context_length_exceeded";
-  e.message = fmt::format("the prompt has {} bytes, more than a slot's context of {} tokens can hold", prompt.size(), n_ctx);
-  return e;
-}
-
-// Prompts over 1 MiB are tokenized one at a time.
-class BigPromptTurn {
- public:
-  explicit BigPromptTurn(size_t bytes) : big_(bytes > (size_t{1} << 20)) {
-    if (big_) got_ = turn().try_acquire_for(std::chrono::seconds(30));
-  }
-  ~BigPromptTurn() {
-    if (got_) turn().release();
-  }
-  bool ok() const { return !big_ || got_; }
-
- private:
-  static std::binary_semaphore& turn() {
-    static std::binary_semaphore s(1);
-    return s;
-  }
-  bool big_;
-  bool got_ = false;
-};
-
 // Everything the handlers share once the model is ready.
 struct Ready {
   runtime::Engine* engine = nullptr;
   Scheduler* scheduler = nullptr;
   text::ChatTemplate chat_template = text::ChatTemplate::chatml();
+  TurnSetup setup;
   std::string model_id;
   int64_t created = 0;
 };
@@ -123,198 +79,203 @@ class Api {
   Ready* ready() const { return ready_.load(); }
   Metrics& metrics() { return metrics_; }
 
-  // With --api-key every endpoint but /health needs the key: "Authorization: Bearer KEY", or HTTP
-  // Basic with KEY as the password, which is what a browser sends for the web page after asking.
-  bool authorized(const httplib::Request& req, httplib::Response& res, bool browser_page = false) {
+  // With --api-key every endpoint but /health needs the key: "Authorization: Bearer KEY", HTTP Basic
+  // with KEY as the password (what a browser sends for the web page after asking) or Anthropic's
+  // "x-api-key: KEY".
+  bool authorized(const httplib::Request& req, httplib::Response& res, bool browser_page = false,
+                  const WireFormat* wire = nullptr) {
     if (options_.api_key.empty() || key_matches(req.get_header_value("Authorization"), options_.api_key)) return true;
+    if (req.has_header("x-api-key") && same_secret(req.get_header_value("x-api-key"), options_.api_key)) return true;
     ApiError e;
     e.status = 401;
     e.type = "authentication_error";
     e.code = "invalid_api_key";
-    e.message = req.has_header("Authorization") ? "invalid API key" : "missing API key (Authorization: Bearer ...)";
-    send_error(res, e);
+    const bool sent = req.has_header("Authorization") || req.has_header("x-api-key");
+    e.message = sent ? "invalid API key" : "missing API key (Authorization: Bearer ...)";
+    send_json(res, e.status, wire ? wire->error_body(e) : e.body());
     if (browser_page) res.set_header("WWW-Authenticate", "Basic realm=\"strata\", charset=\"UTF-8\"");
     return false;
   }
 
   // The ready state, or a 503 answer while loading.
-  Ready* require_ready(httplib::Response& res) {
+  Ready* require_ready(httplib::Response& res, const WireFormat* wire = nullptr) {
     Ready* r = ready();
     if (!r) {
       ApiError e;
       e.status = 503;
       e.type = "unavailable_error";
       e.message = "the model is loading";
-      send_error(res, e);
+      send_json(res, e.status, wire ? wire->error_body(e) : e.body());
     }
     return r;
   }
 
-  void completions(const httplib::Request& http, httplib::Response& res, bool chat) {
+  // Any chat-style endpoint: the wire format reads the body and words the answer; the turn runs it.
+  void run_turn(const httplib::Request& http, httplib::Response& res, std::shared_ptr<WireFormat> wire) {
     metrics_.request_started();
-    if (!authorized(http, res)) return;
-    Ready* r = require_ready(res);
+    auto fail = [&](const ApiError& e) { send_json(res, e.status, wire->error_body(e)); };
+    if (!authorized(http, res, false, wire.get())) return;
+    Ready* r = require_ready(res, wire.get());
     if (!r) return;
-    ParsedRequest req;
-    if (auto e = parse_request(http.body, chat, req)) return send_error(res, *e);
-    if (!req.model.empty() && req.model != r->model_id) {
-      ApiError e;
-      e.status = 404;
-      e.code = "model_not_found";
-      e.param = "model";
-      e.message = fmt::format("the model '{}' does not exist; this server serves '{}'", req.model, r->model_id);
-      return send_error(res, e);
-    }
-    std::string prompt_text = req.prompt;
-    std::string conversation_text;  // the chat without its generation prompt: the cache boundary
-    if (chat) {
-      text::ChatRenderOptions o;
-      o.add_generation_prompt = true;
-      o.enable_thinking = req.enable_thinking;
-      o.tools_json = req.tools_json;
-      auto rendered = r->chat_template.render(req.messages, o);
-      if (!rendered.ok()) {
-        ApiError e;
-        e.message = "cannot apply the chat template: " + rendered.error().message;
-        return send_error(res, e);
+    json body;
+    TurnRequest request;
+    if (auto e = parse_body(http.body, body)) return fail(*e);
+    if (auto e = wire->parse(body, request)) return fail(*e);
+    if (auto e = check_model(*r, wire->requested_model())) return fail(*e);
+    ApiError error;
+    std::shared_ptr<ChatTurn> turn = ChatTurn::start(r->setup, std::move(request), error);
+    if (!turn) return fail(error);
+    wire->set_served(r->model_id, random_id(wire->id_prefix()), std::time(nullptr));
+    if (wire->stream()) return stream(res, std::move(turn), std::move(wire));
+    for (;;) {
+      TurnEvents ev = turn->poll(std::chrono::milliseconds(200));
+      if (!ev.done && HttpFront::client_gone()) {
+        turn->cancel();  // nobody is waiting for the answer any more
+        metrics_.request_failed();
+        res.status = 499;  // nginx's "client closed request"; nobody will read it
+        return;
       }
-      prompt_text = std::move(*rendered);
-      if (r->engine->needs_checkpoints()) {
-        o.add_generation_prompt = false;
-        if (auto without = r->chat_template.render(req.messages, o); without.ok()) conversation_text = std::move(*without);
+      if (!ev.done) continue;
+      if (ev.error) {
+        metrics_.request_failed();
+        return fail(*ev.error);
       }
+      metrics_.request_finished(ev.usage.prompt_tokens, ev.usage.completion_tokens);
+      return send_json(res, 200, wire->response(turn->result(ev)));
     }
-    if (auto e = check_prompt_size(r->engine->vocab(), prompt_text, r->engine->n_ctx_per_seq())) return send_error(res, *e);
-    {
-      // Tokenizing costs memory in proportion to the text: big prompts take turns.
-      BigPromptTurn turn(prompt_text.size());
-      if (!turn.ok()) {
-        ApiError e;
-        e.status = 503;
-        e.type = "unavailable_error";
-        e.message = "the server is busy with other large prompts; try again";
-        return send_error(res, e);
-      }
-      req.generation.prompt = r->engine->vocab().tokenize(prompt_text, true, true);
-    }
-    CacheHints hints;
-    hints.cache_prompt = req.cache_prompt.value_or(options_.cache_prompt);
-    hints.boundary = cache_boundary(r->engine->vocab(), req.generation.prompt, conversation_text);
-    auto submitted = r->scheduler->submit(req.generation, hints);
-    if (!submitted.ok()) {
-      ApiError e = api_error(submitted.error().code, submitted.error().message, 400);
-      if (submitted.error().code == ErrorCode::kOutOfRange) e.code = "context_length_exceeded";
-      return send_error(res, e);
-    }
-    std::shared_ptr<Request> job = *submitted;
-    const std::string id = random_id(chat ? "chatcmpl" : "cmpl");
-    if (!req.stream) {
-      std::string text;
-      std::vector<TokenLogprob> logprobs;
-      for (;;) {
-        Request::Chunk c = job->next(std::chrono::milliseconds(200));
-        if (!c.done && HttpFront::client_gone()) {
-          job->cancel();  // nobody is waiting for the answer any more
-          metrics_.request_failed();
-          res.status = 499;  // nginx's "client closed request"; nobody will read it
-          return;
-        }
-        text += c.text;
-        for (auto& l : c.logprobs) logprobs.push_back(std::move(l));
-        if (!c.done) continue;
-        if (!c.error.empty()) {
-          metrics_.request_failed();
-          return send_error(res, api_error(c.error_code, c.error, 500));
-        }
-        metrics_.request_finished(job->n_prompt(), job->n_generated());
-        json body = completion_response(req, id, r->model_id, text, logprobs, c.finish_reason, job->n_prompt(),
-                                        job->n_generated(), job->n_cached());
-        body["timings"] = timings_json(*job);
-        return send_json(res, 200, body);
-      }
-    }
+  }
+
+  // Anthropic's /v1/messages/count_tokens: the prompt's tokens as the turn would render it.
+  void count_tokens(const httplib::Request& http, httplib::Response& res);
+
+ private:
+  std::optional<ApiError> check_model(const Ready& r, const std::string& requested) const {
+    if (requested.empty() || requested == r.model_id) return std::nullopt;
+    ApiError e;
+    e.status = 404;
+    e.type = "not_found_error";
+    e.code = "model_not_found";
+    e.param = "model";
+    e.message = fmt::format("the model '{}' does not exist; this server serves '{}'", requested, r.model_id);
+    return e;
+  }
+
+  void stream(httplib::Response& res, std::shared_ptr<ChatTurn> turn, std::shared_ptr<WireFormat> wire) {
     res.set_header("Cache-Control", "no-cache");
-    auto first = std::make_shared<bool>(true);
+    auto opened = std::make_shared<bool>(false);
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, job, req, id, model = r->model_id, first](size_t, httplib::DataSink& sink) {
-          Request::Chunk c = job->next(std::chrono::milliseconds(100));
+        [this, turn, wire, opened](size_t, httplib::DataSink& sink) {
+          std::string out;
+          if (!*opened) out = wire->stream_start(turn->usage());
+          *opened = true;
+          const TurnEvents ev = turn->poll(std::chrono::milliseconds(100));
           if (!sink.is_writable()) {
-            job->cancel();  // the client went away: stop generating for it
+            turn->cancel();  // the client went away: stop generating for it
             return false;
           }
-          if (!c.error.empty()) {
-            const std::string msg = sse(api_error(c.error_code, c.error, 500).body());
-            sink.write(msg.data(), msg.size());
+          if (ev.error) {
+            out += wire->stream_error(*ev.error);
+            sink.write(out.data(), out.size());
             sink.done();
             metrics_.request_failed();
             return true;
           }
-          if (!c.text.empty() || !c.logprobs.empty() || *first) {
-            const std::string msg = sse(stream_chunk(req, id, model, c.text, c.logprobs, std::nullopt, *first));
-            *first = false;
-            if (!sink.write(msg.data(), msg.size())) {
-              job->cancel();
-              return false;
-            }
+          out += wire->stream_events(ev);
+          if (!out.empty() && !sink.write(out.data(), out.size())) {
+            turn->cancel();
+            return false;
           }
-          if (c.done) {
-            std::string tail = sse(stream_chunk(req, id, model, "", {}, c.finish_reason, false));
-            if (req.include_usage) {
-              json usage = stream_chunk(req, id, model, "", {}, std::nullopt, false);
-              usage["choices"] = json::array();
-              usage["usage"] = usage_json(job->n_prompt(), job->n_generated(), job->n_cached());
-              usage["timings"] = timings_json(*job);
-              tail += sse(usage);
-            }
-            tail += "data: [DONE]\n\n";
-            sink.write(tail.data(), tail.size());
+          if (ev.done) {
             sink.done();
-            metrics_.request_finished(job->n_prompt(), job->n_generated());
+            metrics_.request_finished(ev.usage.prompt_tokens, ev.usage.completion_tokens);
           }
           return true;
         },
-        [job](bool) { job->cancel(); });
+        [turn](bool) { turn->cancel(); });
   }
 
- private:
   const ServerOptions& options_;
   std::atomic<Ready*> ready_{nullptr};
   Metrics metrics_;
 };
 
-}  // namespace
+void Api::count_tokens(const httplib::Request& http, httplib::Response& res) {
+  auto wire = std::make_shared<AnthropicMessages>();
+  auto fail = [&](const ApiError& e) { send_json(res, e.status, wire->error_body(e)); };
+  if (!authorized(http, res, false, wire.get())) return;
+  Ready* r = require_ready(res, wire.get());
+  if (!r) return;
+  json body;
+  TurnRequest request;
+  if (auto e = parse_body(http.body, body)) return fail(*e);
+  if (!body.contains("max_tokens")) body["max_tokens"] = 1;  // count_tokens takes no max_tokens
+  if (auto e = wire->parse(body, request)) return fail(*e);
+  ApiError error;
+  auto n = count_prompt_tokens(r->setup, std::move(request), error);
+  if (!n) return fail(error);
+  send_json(res, 200, {{"input_tokens", *n}});
+}
 
-Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& options) {
-  if (options.port < 0 || options.port > 65535) return make_error("--port {} out of range", options.port);
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-
-  Api api(options);
-  FrontLimits limits;
-  limits.worker_threads = options.http_threads;
-  HttpFront http(limits);
-  http.set_payload_max_length(limits.max_body_bytes);
-  http.set_keep_alive_max_count(100000);  // what the Keep-Alive response header announces
-  http.set_keep_alive_timeout(limits.idle_timeout_ms / 1000);
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    ApiError err;
-    err.status = 500;
-    err.type = "server_error";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      err.message = std::string("internal error: ") + e.what();
-    } catch (...) {
-      err.message = "internal error";
+// The chat template the flags choose: --chat-template-file, then --chat-template (a built-in name or
+// the template text); nothing when the model's own is to be used.
+Result<std::optional<text::ChatTemplate>> template_override(const ServerOptions& options) {
+  if (!options.chat_template_file.empty()) {
+    std::ifstream in(options.chat_template_file, std::ios::binary);
+    if (!in) return make_error("--chat-template-file {}: cannot be read", options.chat_template_file);
+    std::string text(size_t{1} << 20, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    if (in.gcount() == static_cast<std::streamsize>(text.size())) {
+      return make_error("--chat-template-file {}: over 1 MiB", options.chat_template_file);
     }
-    send_error(res, err);
-  });
+    text.resize(static_cast<size_t>(in.gcount()));
+    auto t = text::ChatTemplate::parse(text);
+    if (!t.ok()) return make_error("--chat-template-file {}: {}", options.chat_template_file, t.error().message);
+    return std::optional<text::ChatTemplate>(std::move(*t));
+  }
+  if (options.chat_template.empty()) return std::optional<text::ChatTemplate>();
+  if (auto named = builtin_chat_template(options.chat_template)) return std::optional<text::ChatTemplate>(std::move(*named));
+  if (options.chat_template.find("{%") == std::string::npos && options.chat_template.find("{{") == std::string::npos) {
+    return make_error("--chat-template '{}' is neither a built-in name ({}) nor a Jinja template", options.chat_template,
+                      builtin_chat_template_names());
+  }
+  auto t = text::ChatTemplate::parse(options.chat_template);
+  if (!t.ok()) return make_error("--chat-template: {}", t.error().message);
+  return std::optional<text::ChatTemplate>(std::move(*t));
+}
 
+// The template the flags chose, else the model's own (ChatML when it has none that works).
+text::ChatTemplate served_template(std::optional<text::ChatTemplate> chosen, const gguf::File& file) {
+  if (chosen) return std::move(*chosen);
+  std::string warning;
+  auto tmpl = text::load_chat_template(file, &warning);
+  if (!warning.empty()) spdlog::warn("server: {}", warning);
+  return tmpl.ok() ? std::move(*tmpl) : text::ChatTemplate::chatml();
+}
+
+// The turn settings the flags give, checked before the model loads.
+Result<TurnSetup> turn_setup(const ServerOptions& options) {
+  TurnSetup setup;
+  if (options.reasoning_format != "none" && options.reasoning_format != "deepseek" && options.reasoning_format != "auto") {
+    return make_error("--reasoning-format '{}' is not one of none, deepseek, auto", options.reasoning_format);
+  }
+  setup.split_reasoning = options.reasoning_format != "none";
+  if (!options.chat_template_kwargs.empty()) {
+    if (json_nesting_depth(options.chat_template_kwargs) > kMaxJsonDepth) {
+      return make_error("--chat-template-kwargs nests deeper than {} levels", kMaxJsonDepth);
+    }
+    setup.template_kwargs = json::parse(options.chat_template_kwargs, nullptr, false);
+    if (!setup.template_kwargs.is_object()) return make_error("--chat-template-kwargs must be a JSON object");
+  }
+  if (options.reasoning_budget < -1) return make_error("--reasoning-budget must be -1 (unrestricted) or 0 (no thinking)");
+  if (options.reasoning_budget == 0) setup.template_kwargs["enable_thinking"] = false;
+  setup.n_predict = options.n_predict;
+  setup.cache_prompt = options.cache_prompt;
+  return setup;
+}
+
+// Every endpoint; the handlers run on the front's worker threads.
+void add_routes(HttpFront& http, Api& api, const ServerOptions& options) {
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     Ready* r = api.ready();
     if (!r) return send_json(res, 503, {{"status", "loading"}, {"message", "loading the model"}});
@@ -365,14 +326,61 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   });
   http.Get("/props", cluster);
   http.Get("/v1/cluster", cluster);
-  http.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) { api.completions(req, res, true); });
-  http.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) { api.completions(req, res, false); });
-  add_tokenize_routes(http, {[&](const auto& req, auto& res) { return api.authorized(req, res); },
-                             [&](auto& res) { Ready* r = api.require_ready(res); return r ? &r->engine->vocab() : nullptr; }});
+  auto route = [&](const char* path, auto make_wire) {
+    http.Post(path, [&api, make_wire](const httplib::Request& req, httplib::Response& res) { api.run_turn(req, res, make_wire()); });
+  };
+  route("/v1/chat/completions", [] { return std::make_shared<OpenAiCompletions>(true); });
+  route("/chat/completions", [] { return std::make_shared<OpenAiCompletions>(true); });
+  route("/v1/completions", [] { return std::make_shared<OpenAiCompletions>(false); });
+  route("/v1/messages", [] { return std::make_shared<AnthropicMessages>(); });
+  route("/v1/responses", [] { return std::make_shared<OpenAiResponses>(); });
+  http.Post("/v1/messages/count_tokens", [&](const httplib::Request& req, httplib::Response& res) { api.count_tokens(req, res); });
+  add_tokenize_routes(http, {[&](const httplib::Request& req, httplib::Response& res) { return api.authorized(req, res); },
+                             [&](httplib::Response& res) -> const text::Vocab* {
+                               Ready* r = api.require_ready(res);
+                               return r ? &r->engine->vocab() : nullptr;
+                             }});
   http.Get("/", [&](const httplib::Request& req, httplib::Response& res) {
     if (!api.authorized(req, res, true)) return;
     res.set_content(web_ui_html(), "text/html; charset=utf-8");
   });
+}
+
+}  // namespace
+
+Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& options) {
+  if (options.port < 0 || options.port > 65535) return make_error("--port {} out of range", options.port);
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  STRATA_ASSIGN(auto chosen_template, template_override(options));
+  STRATA_ASSIGN(TurnSetup setup, turn_setup(options));
+  Api api(options);
+  FrontLimits limits;
+  limits.worker_threads = options.http_threads;
+  HttpFront http(limits);
+  http.set_payload_max_length(limits.max_body_bytes);
+  http.set_keep_alive_max_count(100000);  // what the Keep-Alive response header announces
+  http.set_keep_alive_timeout(limits.idle_timeout_ms / 1000);
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    ApiError err;
+    err.status = 500;
+    err.type = "server_error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      err.message = std::string("internal error: ") + e.what();
+    } catch (...) {
+      err.message = "internal error";
+    }
+    send_error(res, err);
+  });
+
+  add_routes(http, api, options);
 
   STRATA_ASSIGN(const int port, http.bind(options.host, options.port));
   http.run();
@@ -401,15 +409,19 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   }
   Ready ready;
   ready.engine = engine->get();
-  std::string warning;
-  auto tmpl = text::load_chat_template((*engine)->model().file(), &warning);
-  if (tmpl.ok()) ready.chat_template = std::move(*tmpl);
-  if (!warning.empty()) spdlog::warn("server: {}", warning);
+  ready.chat_template = served_template(std::move(chosen_template), (*engine)->model().file());
+  ready.setup = setup;
+  ready.setup.engine = engine->get();
+  ready.setup.chat_template = &ready.chat_template;
+  ready.setup.format = chat::detect_format(ready.chat_template.source());
+  spdlog::info("server: chat format: tool calls {}, thinking {}", chat::tool_format_name(ready.setup.format.tools),
+               ready.setup.format.thinking ? "yes" : "no");
   ready.model_id = options.model_alias.empty() ? std::filesystem::path(engine_options.model_path).filename().string()
                                                : options.model_alias;
   ready.created = std::time(nullptr);
   Scheduler scheduler(**engine);
   ready.scheduler = &scheduler;
+  ready.setup.scheduler = &scheduler;
   api.set_ready(&ready);
   spdlog::info("server: ready: model '{}', {} slot(s) of {} tokens", ready.model_id, scheduler.n_slots(),
                (*engine)->n_ctx_per_seq());

@@ -1,59 +1,51 @@
-// The OpenAI-compatible wire format: request validation (every field's type and range, with errors
-// that name the field) and response objects, for chat completions and completions.
+// OpenAI's chat completions (/v1/chat/completions) and legacy completions (/v1/completions): request
+// validation (every field's type and range, errors naming the field; tools, tool_choice,
+// response_format and llama-server's grammar / json_schema / chat_template_kwargs) and the
+// responses, streamed as chunks or whole.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "server/scheduler.h"
-#include "text/chat_template.h"
+#include "server/wire_format.h"
 
 namespace strata::server {
 
-// An OpenAI-style error with its HTTP status.
-struct ApiError {
-  int status = 400;
-  std::string message;
-  std::string type = "invalid_request_error";
-  std::string param;  // the offending field, when there is one
-  std::string code;
-  nlohmann::json body() const;
+class OpenAiCompletions : public WireFormat {
+ public:
+  explicit OpenAiCompletions(bool chat) : chat_(chat) {}
+
+  std::optional<ApiError> parse(const nlohmann::json& body, TurnRequest& turn) override;
+  nlohmann::json response(const TurnResult& result) override;
+  std::string stream_events(const TurnEvents& ev) override;
+  std::string stream_error(const ApiError& e) override;
+  const char* id_prefix() const override { return chat_ ? "chatcmpl-" : "cmpl-"; }
+
+  bool include_usage() const { return include_usage_; }
+
+ private:
+  nlohmann::json chunk(nlohmann::json delta_or_text, const std::vector<TokenLogprob>& logprobs,
+                       const std::optional<std::string>& finish_reason) const;
+
+  bool chat_;
+  bool include_usage_ = false;
+  int32_t top_logprobs_ = -1;
+  bool first_chunk_ = true;
 };
 
-struct ParsedRequest {
-  bool chat = false;
-  std::string model;
-  std::vector<text::ChatMessage> messages;  // chat
-  std::string prompt;                       // completions
-  std::string tools_json;
-  bool enable_thinking = true;
-  bool stream = false;
-  bool include_usage = false;
-  std::optional<bool> cache_prompt;  // llama-server's field; unset: the server's --cache-prompt default
-  GenerationParams generation;  // prompt tokens are filled in later, after templating
-};
-
-inline constexpr size_t kMaxJsonDepth = 64;
-// Deepest nesting of arrays and objects in JSON text (string contents skipped), without parsing it.
-size_t json_nesting_depth(std::string_view text);
-
-// Parses and validates a /v1/chat/completions (chat = true) or /v1/completions body.
-std::optional<ApiError> parse_request(const std::string& body, bool chat, ParsedRequest& out);
-
-// Response bodies.
-nlohmann::json completion_response(const ParsedRequest& req, const std::string& id, const std::string& model,
-                                   const std::string& text, const std::vector<TokenLogprob>& logprobs,
-                                   const std::string& finish_reason, int32_t n_prompt, int32_t n_completion,
-                                   int32_t n_cached = 0);
-nlohmann::json stream_chunk(const ParsedRequest& req, const std::string& id, const std::string& model,
-                            const std::string& text, const std::vector<TokenLogprob>& logprobs,
-                            const std::optional<std::string>& finish_reason, bool first);
-// OpenAI's usage, with prompt_tokens_details.cached_tokens: the prompt tokens the slot's cache held.
-nlohmann::json usage_json(int32_t n_prompt, int32_t n_completion, int32_t n_cached = 0);
-// llama-server's "timings" of a finished request.
-nlohmann::json timings_json(const Request& request);
+// Usage as OpenAI chat counts it, with prompt_tokens_details.cached_tokens.
+nlohmann::json openai_usage(const TurnUsage& usage);
+// Messages in OpenAI chat's shape (also what the Responses API's items become).
+std::optional<ApiError> parse_openai_messages(const nlohmann::json& msgs, const std::string& where,
+                                              std::vector<text::ChatMessage>& out);
+// llama-server's chat_template_kwargs object (e.g. {"enable_thinking": false}).
+std::optional<ApiError> parse_template_kwargs(const nlohmann::json& j, TurnRequest& turn);
+// llama-server's extensions every format takes: ignore_eos, cache_prompt.
+std::optional<ApiError> parse_server_extras(const nlohmann::json& j, TurnRequest& turn);
+// Sampling fields every format shares under OpenAI's names: temperature, top_p, top_k, min_p,
+// penalties, seed.
+std::optional<ApiError> parse_sampling(const nlohmann::json& j, sampling::Params& s);
 
 }  // namespace strata::server

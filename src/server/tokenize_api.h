@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "server/openai_api.h"
+#include "server/request_fields.h"
 #include "text/vocab.h"
 
 namespace strata::server {

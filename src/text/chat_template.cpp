@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "gguf/names.h"
 
 namespace strata::text {
@@ -75,6 +77,20 @@ Status test_render(const ChatTemplate& t) {
   return ok_status();
 }
 
+// Each member of the kwargs object replaces the variable of its name, or adds one.
+Status add_kwargs(const std::string& kwargs_json, jinja::Vars& vars) {
+  if (kwargs_json.empty()) return ok_status();
+  auto kwargs = jinja::parse_json(kwargs_json, kMaxJsonDepth);
+  if (!kwargs.ok()) return make_error("chat template: kwargs: {}", kwargs.error().message);
+  if (!kwargs->is_mapping()) return make_error("chat template: kwargs must be a JSON object");
+  for (const auto& [key, value] : kwargs->dict_obj().items) {
+    auto same = std::find_if(vars.begin(), vars.end(), [&](const auto& v) { return v.first == key; });
+    if (same != vars.end()) same->second = value;
+    else vars.emplace_back(key, value);
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Result<ChatTemplate> ChatTemplate::parse(std::string_view source) {
@@ -108,6 +124,7 @@ Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& message
   vars.emplace_back("enable_thinking", Value::boolean(options.enable_thinking));
   vars.emplace_back("bos_token", Value::string(options.bos_token));
   vars.emplace_back("eos_token", Value::string(options.eos_token));
+  if (auto s = add_kwargs(options.kwargs_json, vars); !s.ok()) return std::move(s).error();
   auto out = template_.render(vars, render_options_, stats);
   if (!out.ok()) return make_error("chat template: {}", out.error().message);
   return out;

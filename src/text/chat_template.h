@@ -6,7 +6,7 @@
 // reasoning_content, tool_calls, tool_call_id and name when set; a tool call is
 // {id, type: "function", function: {name, arguments}} with the arguments parsed from JSON), `tools`
 // (the parsed tools JSON, undefined when none), `add_generation_prompt`, `enable_thinking`,
-// `bos_token` and `eos_token`.
+// `bos_token` and `eos_token`, then the members of `kwargs_json`.
 #pragma once
 
 #include <string>
@@ -38,6 +38,9 @@ struct ChatRenderOptions {
   bool add_generation_prompt = true;
   bool enable_thinking = true;
   std::string tools_json;  // JSON array of tool definitions, or empty
+  // A JSON object (or empty) whose members become template variables, over the ones above
+  // (llama-server's chat_template_kwargs, e.g. {"enable_thinking": false}).
+  std::string kwargs_json;
   std::string bos_token;
   std::string eos_token;
 };

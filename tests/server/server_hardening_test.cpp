@@ -2,6 +2,7 @@
 // half-open clients, wrong field types, clients that leave, Range amplification, the API key.
 // After each, the server still answers.
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <nlohmann/json.hpp>
@@ -192,21 +193,33 @@ TEST_F(ServerHardening, item9_wrong_types_inside_messages_are_400_naming_the_fie
 }
 
 TEST_F(ServerHardening, item10_a_non_streamed_request_is_cancelled_when_its_client_leaves) {
-  RawClient c(server_->host(), server_->port());
-  ASSERT_TRUE(c.ok());
-  c.send(post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 100000}, {"ignore_eos", true},
-                                      {"temperature", 1.0}}.dump()));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  c.close();
+  const json messages = json::array({{{"role", "user"}, {"content", "Once upon a time"}}});
+  const std::vector<std::pair<std::string, json>> requests = {
+      {"/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 100000}}},
+      {"/v1/chat/completions", {{"messages", messages}, {"max_tokens", 100000}}},
+      {"/v1/messages", {{"messages", messages}, {"max_tokens", 100000}}},
+      {"/v1/responses", {{"input", "Once upon a time"}, {"max_output_tokens", 100000}}},
+  };
   auto http = server_->client();
-  std::string metrics;
-  for (int i = 0; i < 50 && metrics.find("strata_requests_cancelled_total 1\n") == std::string::npos; ++i) {
+  for (size_t k = 0; k < requests.size(); ++k) {
+    json body = requests[k].second;
+    body["ignore_eos"] = true;
+    body["temperature"] = 1.0;
+    RawClient c(server_->host(), server_->port());
+    ASSERT_TRUE(c.ok());
+    c.send(post(requests[k].first, body.dump()));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    auto m = http.Get("/metrics");
-    metrics = m ? m->body : "";
+    c.close();
+    const std::string want = fmt::format("strata_requests_cancelled_total {}\n", k + 1);
+    std::string metrics;
+    for (int i = 0; i < 50 && metrics.find(want) == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      auto m = http.Get("/metrics");
+      metrics = m ? m->body : "";
+    }
+    EXPECT_NE(metrics.find(want), std::string::npos) << requests[k].first << "\n" << metrics;
+    EXPECT_NE(metrics.find("strata_active_slots 0\n"), std::string::npos) << metrics;
   }
-  EXPECT_NE(metrics.find("strata_requests_cancelled_total 1\n"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("strata_active_slots 0\n"), std::string::npos) << metrics;
   expect_still_serving();
 }
 

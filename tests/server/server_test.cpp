@@ -7,12 +7,17 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
+#include "gguf/gguf.h"
+#include "gguf/names.h"
 #include "runtime/local_workers.h"
 #include "server/serve_process.h"
 #include "testing/process.h"
 #include "testing/shared_data.h"
+#include "text/chat_template.h"
+#include "text/vocab.h"
 
 namespace strata {
 namespace {
@@ -41,13 +46,15 @@ std::string strata_run(const std::string& prompt, int n) {
 // npm packages for the client-side tests, installed once into the build tree.
 std::string node_dir() {
   const fs::path dir = fs::path(STRATA_BUILD_DIR) / "node";
-  if (!fs::exists(dir / "node_modules" / "openai") || !fs::exists(dir / "node_modules" / "playwright-core")) {
+  if (!fs::exists(dir / "node_modules" / "openai") || !fs::exists(dir / "node_modules" / "playwright-core") ||
+      !fs::exists(dir / "node_modules" / "@anthropic-ai" / "sdk") || !fs::exists(dir / "node_modules" / "ajv")) {
     fs::create_directories(dir);
     const auto r = testing::run_command("npm install --no-audit --no-fund --loglevel=error --prefix " +
-                                        testing::shell_quote(dir.string()) + " openai@7 playwright-core@1");
+                                        testing::shell_quote(dir.string()) +
+                                        " openai@7 playwright-core@1 @anthropic-ai/sdk@1 ajv@8");
     EXPECT_EQ(r.exit_code, 0) << "npm install failed: " << r.err;
   }
-  for (const char* script : {"openai_client.mjs", "web_page.mjs"}) {
+  for (const char* script : {"openai_client.mjs", "web_page.mjs", "chat_clients.mjs"}) {
     fs::copy_file(fs::path(STRATA_SOURCE_DIR) / "tests" / "server" / script, dir / script,
                   fs::copy_options::overwrite_existing);
   }
@@ -77,6 +84,123 @@ TEST(Server, official_openai_client_gets_strata_runs_greedy_outputs_over_two_loc
                                       " " + testing::shell_quote(dir + "/expected.json"));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   std::printf("%s", r.out.c_str());
+}
+
+// The real Qwen3 chat template, as the shared Qwen3 vocab GGUF stores it, written to a file for
+// --chat-template-file. Empty when the shared data is missing.
+std::string qwen3_template_file() {
+  const std::string vocab = testing::shared_file("models/vocab/ggml-vocab-qwen3.gguf");
+  if (vocab.empty()) return "";
+  auto file = gguf::File::open(vocab);
+  if (!file.ok()) return "";
+  const gguf::KeyValue* kv = (*file)->find(gguf::names::tokenizer::kChatTemplate);
+  if (!kv) return "";
+  fs::create_directories(kTmp);
+  const std::string path = (kTmp / "qwen3.jinja").string();
+  std::ofstream(path) << kv->str;
+  return path;
+}
+
+TEST(Server, official_openai_and_anthropic_clients_get_valid_tool_calls_json_and_strata_runs_text) {
+  if (model_path().empty()) return;
+  const std::string tmpl_path = qwen3_template_file();
+  ASSERT_FALSE(tmpl_path.empty()) << "the shared Qwen3 vocab GGUF has no chat template";
+  // The reference: strata run at temperature 0 on the prompt the template renders.
+  std::ifstream in(tmpl_path);
+  const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto tmpl = text::ChatTemplate::parse(source);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.error().message;
+  const std::string user = "What is the weather in Paris?";
+  text::ChatMessage m;
+  m.role = "user";
+  m.content = user;
+  auto prompt = tmpl->render({m}, text::ChatRenderOptions{});
+  ASSERT_TRUE(prompt.ok()) << prompt.error().message;
+  const int n = 24;
+  const std::string text = strata_run(*prompt, n);
+  ASSERT_GE(text.size(), 8u);
+  auto model = gguf::File::open(model_path());
+  ASSERT_TRUE(model.ok());
+  auto vocab = text::Vocab::load(**model);
+  ASSERT_TRUE(vocab.ok()) << vocab.error().message;
+  const std::string stop = text.substr(text.size() / 2, 3);
+  json want = {{"model", "stories260K.gguf"}, {"user", user}, {"text", text}, {"max_tokens", n}, {"stop", stop},
+               {"before_stop", text.substr(0, text.find(stop))},
+               {"prompt_tokens", (*vocab)->tokenize(*prompt, true, true).size()}};
+  const std::string dir = node_dir();
+  std::ofstream(dir + "/chat_expected.json") << want.dump();
+  Server server({"-m", model_path(), "-c", "2048", "--chat-template-file", tmpl_path}, "chat-clients");
+  ASSERT_TRUE(server.ok()) << server.log();
+  const auto r = testing::run_command("node " + testing::shell_quote(dir + "/chat_clients.mjs") + " " + server.url() +
+                                      " " + testing::shell_quote(dir + "/chat_expected.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::printf("%s", r.out.c_str());
+}
+
+std::string trim(std::string s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// Streamed chat deltas: the concatenation of one delta field.
+std::string streamed_field(const std::string& sse, const char* field) {
+  std::string out;
+  std::istringstream in(sse);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("data: {", 0) != 0) continue;
+    const json j = json::parse(line.substr(6), nullptr, false);
+    if (j.contains("choices") && !j["choices"].empty()) out += j["choices"][0]["delta"].value(field, "");
+  }
+  return out;
+}
+
+TEST(Server, reasoning_goes_to_reasoning_content_unless_the_format_is_none_or_thinking_is_off) {
+  if (model_path().empty()) return;
+  // A template whose generation prompt opens a think block (as Qwen3.5 and DeepSeek R1 do).
+  const std::string tmpl =
+      R"({%- for m in messages -%}{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' -}}{%- endfor -%})"
+      R"({{- '<|im_start|>assistant\n' -}}{%- if enable_thinking -%}{{- '<think>\n' -}})"
+      R"({%- else -%}{{- '<think>\n\n</think>\n\n' -}}{%- endif -%})";
+  fs::create_directories(kTmp);
+  const std::string path = (kTmp / "thinking.jinja").string();
+  std::ofstream(path) << tmpl;
+  const std::string prompt = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  const int n = 16;
+  const std::string thinking = strata_run(prompt + "<think>\n", n);
+  const std::string answer = strata_run(prompt + "<think>\n\n</think>\n\n", n);
+  ASSERT_EQ(thinking.find("</think>"), std::string::npos) << "the reference must stay inside the think block";
+  json body = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"max_tokens", n}, {"temperature", 0}};
+  {
+    Server server({"-m", model_path(), "-c", "1024", "--chat-template-file", path}, "reasoning");
+    ASSERT_TRUE(server.ok()) << server.log();
+    auto c = server.client();
+    int status = 0;
+    const json r = json::parse(post(c, "/v1/chat/completions", body, &status), nullptr, false);
+    ASSERT_EQ(status, 200) << r.dump();
+    EXPECT_EQ(r["choices"][0]["message"].value("reasoning_content", ""), trim(thinking)) << r.dump();
+    EXPECT_EQ(r["choices"][0]["message"]["content"], "") << r.dump();
+    json streamed = body;
+    streamed["stream"] = true;
+    const std::string sse = post(c, "/v1/chat/completions", streamed, &status);
+    EXPECT_EQ(streamed_field(sse, "reasoning_content"), trim(thinking)) << sse;
+    json off = body;
+    off["chat_template_kwargs"] = {{"enable_thinking", false}};
+    const json r2 = json::parse(post(c, "/v1/chat/completions", off, &status), nullptr, false);
+    EXPECT_EQ(r2["choices"][0]["message"]["content"], answer) << r2.dump();
+    EXPECT_FALSE(r2["choices"][0]["message"].contains("reasoning_content")) << r2.dump();
+  }
+  Server none({"-m", model_path(), "-c", "1024", "--chat-template-file", path, "--reasoning-format", "none"}, "reasoning-none");
+  ASSERT_TRUE(none.ok()) << none.log();
+  auto c = none.client();
+  int status = 0;
+  const json r = json::parse(post(c, "/v1/chat/completions", body, &status), nullptr, false);
+  EXPECT_EQ(r["choices"][0]["message"]["content"], thinking) << r.dump();
+  Server off({"-m", model_path(), "-c", "1024", "--chat-template-file", path, "--reasoning-budget", "0"}, "reasoning-off");
+  ASSERT_TRUE(off.ok()) << off.log();
+  auto c2 = off.client();
+  const json r3 = json::parse(post(c2, "/v1/chat/completions", body, &status), nullptr, false);
+  EXPECT_EQ(r3["choices"][0]["message"]["content"], answer) << r3.dump();
 }
 
 TEST(Server, concurrent_load_gives_the_outputs_of_requests_run_alone) {
@@ -161,6 +285,57 @@ TEST(Server, bad_input_gets_openai_errors_and_the_server_stays_up) {
     ASSERT_TRUE(good) << "after " << k.name;
     EXPECT_EQ(good->status, 200) << "after " << k.name << ": " << good->body;
   }
+}
+
+TEST(Server, bad_constraints_and_tools_are_refused_naming_the_field_in_each_formats_shape) {
+  if (model_path().empty()) return;
+  Server server({"-m", model_path(), "-c", "256", "--api-key", "sekrit"}, "bad-apis");
+  ASSERT_TRUE(server.ok()) << server.log();
+  auto c = server.client();
+  const httplib::Headers bearer = {{"Authorization", "Bearer sekrit"}};
+  const httplib::Headers x_api_key = {{"x-api-key", "sekrit"}};
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
+  struct Case {
+    const char* path;
+    std::string body;
+    httplib::Headers headers;
+    int status;
+    const char* param;  // OpenAI's error.param; for Anthropic's shape a fragment of the message
+  };
+  const std::vector<Case> cases = {
+      {"/v1/chat/completions", "{" + msgs + R"(,"grammar":"root ::= ("})", bearer, 400, "grammar"},
+      {"/v1/chat/completions", "{" + msgs + R"(,"json_schema":{"type":"object","patternProperties":{}}})", bearer, 400, "json_schema"},
+      {"/v1/chat/completions", "{" + msgs + R"(,"tool_choice":"required"})", bearer, 400, "tool_choice"},
+      {"/v1/chat/completions", "{" + msgs + R"(,"tools":[{"type":"function","function":{"name":"bad name!"}}]})", bearer, 400, "tools"},
+      {"/v1/chat/completions", "{" + msgs + R"(,"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"nonsense"}}}})",
+       bearer, 400, "response_format.json_schema.schema"},
+      {"/v1/responses", R"({"input":"hi","text":{"format":{"type":"json_schema","schema":{"type":"nonsense"}}}})", bearer, 400,
+       "text.format.schema"},
+      {"/v1/responses", R"({"input":"hi","previous_response_id":"resp_1"})", bearer, 400, "previous_response_id"},
+      {"/v1/messages", "{" + msgs + "}", x_api_key, 400, "max_tokens"},
+      {"/v1/messages", "{" + msgs + R"(,"max_tokens":4})", {{"x-api-key", "nope"}}, 401, "API key"},
+      {"/v1/messages", "{" + msgs + R"(,"max_tokens":4,"tool_choice":{"type":"tool","name":"nope"},"tools":[{"name":"f","input_schema":{"type":"object"}}]})",
+       x_api_key, 400, "tool_choice"},
+  };
+  for (const Case& k : cases) {
+    auto r = c.Post(k.path, k.headers, k.body, "application/json");
+    ASSERT_TRUE(r) << k.body;
+    EXPECT_EQ(r->status, k.status) << k.body << ": " << r->body;
+    const json j = json::parse(r->body, nullptr, false);
+    if (std::string(k.path) == "/v1/messages") {
+      EXPECT_EQ(j.value("type", ""), "error") << r->body;
+      EXPECT_NE(j["error"].value("message", "").find(k.param), std::string::npos) << r->body;
+    } else {
+      EXPECT_EQ(j["error"]["param"], k.param) << k.body << ": " << r->body;
+    }
+  }
+  // Good requests in both key styles.
+  auto good = c.Post("/v1/messages", x_api_key, "{" + msgs + R"(,"max_tokens":2})", "application/json");
+  ASSERT_TRUE(good);
+  EXPECT_EQ(good->status, 200) << good->body;
+  good = c.Post("/v1/responses", bearer, R"({"input":"hi","max_output_tokens":2})", "application/json");
+  ASSERT_TRUE(good);
+  EXPECT_EQ(good->status, 200) << good->body;
 }
 
 TEST(Server, node_failure_ends_the_stream_with_an_error_and_the_server_recovers) {

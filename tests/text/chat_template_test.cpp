@@ -482,5 +482,17 @@ TEST(ChatTemplateParse, ErrorsNameTheLineAndColumn) {
   EXPECT_NE(t.error().message.find("expected an expression"), std::string::npos) << t.error().message;
 }
 
+TEST(ChatTemplateKwargs, MembersBecomeVariablesAndReplaceTheStandardOnes) {
+  auto t = ChatTemplate::parse("{{ enable_thinking }}|{{ flavour }}|{{ add_generation_prompt }}");
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  ChatRenderOptions o;
+  o.kwargs_json = R"({"enable_thinking": false, "flavour": "mint"})";
+  EXPECT_EQ(render_ok(*t, {msg("user", "hi")}, o), "False|mint|True");
+  o.kwargs_json = "[1]";
+  auto bad = t->render({msg("user", "hi")}, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("kwargs must be a JSON object"), std::string::npos) << bad.error().message;
+}
+
 }  // namespace
 }  // namespace strata::text

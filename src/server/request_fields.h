@@ -1,0 +1,57 @@
+// What every wire format shares when it reads a request body: the error type (OpenAI's shape by
+// default; each format words its own body) and readers of optional typed fields that name the field.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+namespace strata::server {
+
+// An API error with its HTTP status.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the offending field, when there is one
+  std::string code;
+  nlohmann::json body() const;  // OpenAI's {"error": {message, type, param, code}}
+};
+
+ApiError bad_field(const std::string& param, const std::string& message);
+
+inline constexpr size_t kMaxJsonDepth = 64;
+// Deepest nesting of arrays and objects in JSON text (string contents skipped), without parsing it.
+size_t json_nesting_depth(std::string_view text);
+// Parses a request body that must be a JSON object of bounded depth.
+std::optional<ApiError> parse_body(const std::string& body, nlohmann::json& out);
+
+// Optional fields: absent or null leaves `out` alone; a wrong type or range is an error naming `key`
+// (prefixed by `where.` when `where` is given).
+std::optional<ApiError> read_number(const nlohmann::json& j, const char* key, double& out, double lo, double hi,
+                                    const std::string& where = "");
+template <typename T>
+std::optional<ApiError> read_number_as(const nlohmann::json& j, const char* key, T& out, double lo, double hi,
+                                       const std::string& where = "") {
+  double d = static_cast<double>(out);
+  if (auto e = read_number(j, key, d, lo, hi, where)) return e;
+  if constexpr (std::is_integral_v<T>) {
+    if (j.contains(key) && !j[key].is_null() && !j[key].is_number_integer()) {
+      return bad_field(where.empty() ? key : where + "." + key,
+                       "'" + (where.empty() ? std::string(key) : where + "." + key) + "' must be an integer");
+    }
+  }
+  out = static_cast<T>(d);
+  return std::nullopt;
+}
+std::optional<ApiError> read_bool(const nlohmann::json& j, const char* key, bool& out, const std::string& where = "");
+std::optional<ApiError> read_string(const nlohmann::json& j, const char* key, std::string& out,
+                                    const std::string& where = "");
+// A required string field.
+std::optional<ApiError> need_string(const nlohmann::json& j, const char* key, std::string& out,
+                                    const std::string& where = "");
+// The dotted name of a field inside `where`.
+std::string field_name(const std::string& where, const std::string& key);
+
+}  // namespace strata::server
