@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli/common.h"
+#include "server/builtin_templates.h"
 #include "server/http_server.h"
 #include "server/openai_api.h"
 #include "text/chat_template.h"
@@ -46,9 +47,10 @@ Status check_kwargs(const std::string& text) {
 Status check_template_text(const std::string& flag, const std::string& text) {
   if (text.size() > kMaxTemplateBytes)
     return make_error("{}: {} bytes, at most {}", flag, text.size(), kMaxTemplateBytes);
-  if (text == "chatml") return {};
+  if (server::builtin_chat_template(text)) return {};
   if (text.find("{{") == std::string::npos && text.find("{%") == std::string::npos) {
-    return make_error("{}: '{}' is neither a built-in template name (chatml) nor Jinja template text", flag, text);
+    return make_error("{}: '{}' is neither a built-in template name ({}) nor Jinja template text", flag, text,
+                      server::builtin_chat_template_names());
   }
   auto parsed = text::ChatTemplate::parse(text);
   if (!parsed.ok()) return make_error("{}: the template does not parse: {}", flag, parsed.error().message);
@@ -85,7 +87,7 @@ void add_chat_flags(CLI::App& cmd, ServeFlags& f) {
   cmd.add_flag("--jinja", f.jinja, "chat templates are Jinja (always)");
   f.notices.emplace_back(cmd.add_flag("--no-jinja", f.no_jinja, "ignored: templates are always Jinja"),
                          [] { return "chat templates are always rendered with the built-in Jinja interpreter"; });
-  cmd.add_option("--chat-template", s.chat_template, "chat template: a built-in name (chatml) or the template text");
+  cmd.add_option("--chat-template", s.chat_template, "chat template: a built-in name (chatml, qwen3, llama3) or the template text");
   cmd.add_option("--chat-template-file", s.chat_template_file, "read the chat template from a file");
   cmd.add_option("--chat-template-kwargs", s.chat_template_kwargs, "JSON object of extra template variables");
   cmd.add_option("--reasoning-format", s.reasoning_format,

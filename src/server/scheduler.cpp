@@ -316,8 +316,9 @@ bool Scheduler::drop_cancelled_and_prepare_new() {
     if (!slot->active()) continue;
     if (slot->req->cancelled()) {
       spdlog::info("request cancelled by its client after {} generated tokens", slot->gen->n_generated());
-      slot->req->finish("", "cancelled");
+      std::shared_ptr<Request> req = slot->req;
       release(*slot, /*cancelled=*/true);
+      req->finish("", "cancelled");
       continue;
     }
     if (!slot->prepared) {
@@ -399,8 +400,11 @@ void Scheduler::emit(Slot& slot, std::span<const float> logits) {
   }
   slot.req->push(std::move(step.text), std::move(step.logprobs));
   if (!step.done) return;
-  slot.req->finish(step.finish_reason);
+  // The slot's cache is recorded before the client hears of the end, so a next request (or GET
+  // /slots) sees it.
+  std::shared_ptr<Request> req = slot.req;
   release(slot);
+  req->finish(step.finish_reason);
 }
 
 }  // namespace strata::server

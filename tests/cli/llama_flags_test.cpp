@@ -168,6 +168,8 @@ const FlagCase kServeFlags[] = {
     {"--log-verbose", ""},
     {"-q", ""},
     {"--chat-template chatml", ""},
+    {"--chat-template qwen3", ""},
+    {"--chat-template llama3", ""},
     {"--chat-template '{{ messages[0].content }}'", ""},
     {"-n 64", ""},
     {"--n-predict -1", ""},
