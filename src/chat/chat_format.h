@@ -159,4 +159,11 @@ Result<ToolChoice> parse_tool_choice(const nlohmann::json& j, const std::vector<
 Result<std::string> tool_call_grammar(const ChatFormat& format, const std::vector<ToolSpec>& tools,
                                       const ToolChoice& choice, bool parallel, bool starts_in_reasoning);
 
+// A grammar whose root is a bounded reasoning part (required when the prompt opened it, optional for
+// a thinking format otherwise, absent without one), then `body_rule`, defined in `rules` (GBNF rules
+// that must not define root, think-text or think-ws). So a constrained answer of a thinking model
+// can close its reasoning first instead of writing the constrained text as reasoning.
+std::string reasoning_then(const ChatFormat& format, bool starts_in_reasoning, const std::string& body_rule,
+                           const std::string& rules);
+
 }  // namespace strata::chat

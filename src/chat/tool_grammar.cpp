@@ -205,17 +205,23 @@ Result<std::string> tool_call_grammar(const ChatFormat& format, const std::vecto
   std::string call = format.tools == ToolFormat::kLlama3Json
                          ? "(" + any + ")"
                          : literal("<tool_call>\n") + " (" + any + ") " + literal("\n</tool_call>");
+  // Parallel: as many calls as the parser reads (kMaxToolCalls).
+  rules += "calls ::= call-one" + (parallel ? fmt::format(" (\"\\n\" call-one){{0,{}}}", kMaxToolCalls - 1) : "") + "\n";
+  if (format.tools == ToolFormat::kQwenXml) rules += text_without("xml-text", {"</parameter>", "</function>", "</tool_call>"}, "*");
+  return reasoning_then(format, starts_in_reasoning, "calls", "call-one ::= " + call + "\n" + rules);
+}
+
+std::string reasoning_then(const ChatFormat& format, bool starts_in_reasoning, const std::string& body_rule,
+                           const std::string& rules) {
   std::string root = "root ::= ";
+  std::string think_rules;
   if (format.thinking && !format.think_open.empty() && !format.think_close.empty()) {
     std::string think = "think-text " + literal(format.think_close) + " think-ws";
     root += starts_in_reasoning ? think + " " : "(" + literal(format.think_open) + " " + think + ")? ";
-    rules += text_without("think-text", {format.think_close}, fmt::format("{{0,{}}}", kMaxGrammarReasoningChars));
-    rules += "think-ws ::= \"\\n\"{0,2}\n";
+    think_rules += text_without("think-text", {format.think_close}, fmt::format("{{0,{}}}", kMaxGrammarReasoningChars));
+    think_rules += "think-ws ::= \"\\n\"{0,2}\n";
   }
-  // Parallel: as many calls as the parser reads (kMaxToolCalls).
-  root += "call-one" + (parallel ? fmt::format(" (\"\\n\" call-one){{0,{}}}", kMaxToolCalls - 1) : "") + "\n";
-  if (format.tools == ToolFormat::kQwenXml) rules += text_without("xml-text", {"</parameter>", "</function>", "</tool_call>"}, "*");
-  return root + "call-one ::= " + call + "\n" + rules;
+  return root + body_rule + "\n" + rules + think_rules;
 }
 
 }  // namespace strata::chat

@@ -141,19 +141,20 @@ std::optional<ApiError> constraint_gbnf(const TurnSetup& setup, const TurnReques
     return bad_field(req.constraint_field, "'" + req.constraint_field + "' cannot be combined with a required tool call");
   }
   const std::string& field = req.constraint_field;
+  // With thinking off the template has closed the think block: the constrained text comes at once.
+  // With it on, the grammar lets the model reason (bounded) and close the block first.
+  chat::ChatFormat format = setup.format;
+  if (!thinking_enabled(merged_kwargs(setup, req))) format.thinking = false;
   if (tools.force_call) {
-    // With thinking off the template has closed the think block: the call comes at once.
-    chat::ChatFormat format = setup.format;
-    if (!thinking_enabled(merged_kwargs(setup, req))) format.thinking = false;
     auto g = chat::tool_call_grammar(format, tools.specs, tools.choice, req.parallel_tool_calls, starts_in_reasoning);
     if (!g.ok()) return bad_field(req.tool_choice_field, req.tool_choice_field + ": " + g.error().message);
     gbnf = std::move(*g);
-  } else if (req.json_schema) {
-    auto g = grammar::json_schema_to_gbnf(*req.json_schema);
+  } else if (req.json_schema || req.json_object) {
+    const nlohmann::json schema = req.json_schema ? *req.json_schema : nlohmann::json{{"type", "object"}};
+    auto g = grammar::json_schema_to_gbnf(schema, "answer-");
     if (!g.ok()) return bad_field(field, field + ": " + g.error().message);
-    gbnf = std::move(*g);
-  } else if (req.json_object) {
-    gbnf = grammar::json_object_gbnf();
+    gbnf = req.chat ? chat::reasoning_then(format, starts_in_reasoning, "answer-root", *g) : *g;
+    if (!req.chat) gbnf = "root ::= answer-root\n" + gbnf;
   } else if (!req.grammar.empty()) {
     if (req.grammar.size() > kMaxGrammarBytes) return bad_field(field, field + ": the grammar is over 1 MiB");
     gbnf = req.grammar;

@@ -305,5 +305,29 @@ TEST(ToolCallGrammar, random_walks_parse_into_calls_that_satisfy_the_schemas) {
   EXPECT_GE(calls_checked, 60);
 }
 
+// A JSON-schema answer of a thinking model: the reasoning the prompt opened is closed first (else
+// the JSON would be parsed as reasoning); without an open think block it is optional.
+TEST(ReasoningThen, a_constrained_answer_may_or_must_close_its_reasoning_first) {
+  auto rules = grammar::json_schema_to_gbnf(nlohmann::json{{"type", "object"},
+                                                           {"properties", {{"a", {{"type", "integer"}}}}},
+                                                           {"required", {"a"}}},
+                                            "answer-");
+  ASSERT_TRUE(rules.ok()) << rules.error().message;
+  const ChatFormat thinking = format_of(ToolFormat::kHermesJson, true);
+  auto open = grammar::parse_gbnf(reasoning_then(thinking, true, "answer-root", *rules));
+  ASSERT_TRUE(open.ok()) << open.error().message;
+  EXPECT_TRUE(accepts(*open, "Think a bit.\n</think>\n\n{\"a\": 3}"));
+  EXPECT_FALSE(accepts(*open, "{\"a\": 3}"));
+  auto optional = grammar::parse_gbnf(reasoning_then(thinking, false, "answer-root", *rules));
+  ASSERT_TRUE(optional.ok()) << optional.error().message;
+  EXPECT_TRUE(accepts(*optional, "{\"a\": 3}"));
+  EXPECT_TRUE(accepts(*optional, "<think>\nhm\n</think>\n{\"a\": 3}"));
+  EXPECT_FALSE(accepts(*optional, "hm</think>{\"a\": 3}"));
+  auto plain = grammar::parse_gbnf(reasoning_then(format_of(ToolFormat::kHermesJson, false), true, "answer-root", *rules));
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  EXPECT_TRUE(accepts(*plain, "{\"a\": 3}"));
+  EXPECT_FALSE(accepts(*plain, "<think>\nhm\n</think>\n{\"a\": 3}"));
+}
+
 }  // namespace
 }  // namespace strata::chat

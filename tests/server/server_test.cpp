@@ -137,6 +137,24 @@ TEST(Server, official_openai_and_anthropic_clients_get_valid_tool_calls_json_and
   std::printf("%s", r.out.c_str());
 }
 
+// The same clients on a random-weight model (synth, built-in vocabulary) with the built-in Qwen3
+// template: forced calls and JSON-schema answers still validate for 20 seeds each.
+TEST(Server, a_random_weight_model_gives_valid_forced_tool_calls_and_json_schema_answers) {
+  STRATA_SHARED_FILE(model, "models/synth/llama-dense-f32.gguf");
+  json want = {{"model", "llama-dense-f32.gguf"}, {"user", "What is the weather in Paris?"}, {"max_tokens", 24},
+               {"sections", {"1", "2", "3", "4"}}};
+  const std::string dir = node_dir();
+  std::ofstream(dir + "/random_expected.json") << want.dump();
+  Server server({"-m", model, "-c", "2048", "--chat-template", "qwen3"}, "chat-clients-random");
+  ASSERT_TRUE(server.ok()) << server.log();
+  const auto r = testing::run_command("node " + testing::shell_quote(dir + "/chat_clients.mjs") + " " + server.url() +
+                                      " " + testing::shell_quote(dir + "/random_expected.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ok   tool_choice required: 20 seeds"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok   response_format json_schema: 20 seeds"), std::string::npos) << r.out;
+  std::printf("%s", r.out.c_str());
+}
+
 std::string trim(std::string s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return "";
