@@ -142,8 +142,9 @@ Result<std::vector<float>> GrpcExecutor::take_logits(const v1::ForwardReply& rep
   if (reply.logits().size() != static_cast<size_t>(n_out) * n_vocab_ * sizeof(float)) {
     return make_error("worker {}: logits of {} bytes, expected {} rows", last, reply.logits().size(), n_out);
   }
+  // A batch may want no logits at all (a prompt chunk that ends at a cache checkpoint).
   std::vector<float> logits(reply.logits().size() / sizeof(float));
-  std::memcpy(logits.data(), reply.logits().data(), reply.logits().size());
+  if (!logits.empty()) std::memcpy(logits.data(), reply.logits().data(), reply.logits().size());
   return logits;
 }
 
