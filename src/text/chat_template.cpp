@@ -83,10 +83,11 @@ Status add_kwargs(const std::string& kwargs_json, jinja::Vars& vars) {
   auto kwargs = jinja::parse_json(kwargs_json, kMaxJsonDepth);
   if (!kwargs.ok()) return make_error("chat template: kwargs: {}", kwargs.error().message);
   if (!kwargs->is_mapping()) return make_error("chat template: kwargs must be a JSON object");
-  for (const auto& [key, value] : kwargs->dict_obj().items) {
+  for (const auto& item : kwargs->dict_obj().items) {
+    const auto& key = item.first;  // not a structured binding: clang 14 cannot capture those
     auto same = std::find_if(vars.begin(), vars.end(), [&](const auto& v) { return v.first == key; });
-    if (same != vars.end()) same->second = value;
-    else vars.emplace_back(key, value);
+    if (same != vars.end()) same->second = item.second;
+    else vars.emplace_back(key, item.second);
   }
   return ok_status();
 }
