@@ -110,16 +110,27 @@ class Api {
     return r;
   }
 
+  // The start every turn endpoint shares: the key, a loaded model, a JSON body. Null after answering
+  // with the wire format's error.
+  Ready* begin(const httplib::Request& http, httplib::Response& res, WireFormat& wire, json& body) {
+    if (!authorized(http, res, false, &wire)) return nullptr;
+    Ready* r = require_ready(res, &wire);
+    if (!r) return nullptr;
+    if (auto e = parse_body(http.body, body)) {
+      send_json(res, e->status, wire.error_body(*e));
+      return nullptr;
+    }
+    return r;
+  }
+
   // Any chat-style endpoint: the wire format reads the body and words the answer; the turn runs it.
   void run_turn(const httplib::Request& http, httplib::Response& res, std::shared_ptr<WireFormat> wire) {
     metrics_.request_started();
     auto fail = [&](const ApiError& e) { send_json(res, e.status, wire->error_body(e)); };
-    if (!authorized(http, res, false, wire.get())) return;
-    Ready* r = require_ready(res, wire.get());
-    if (!r) return;
     json body;
+    Ready* r = begin(http, res, *wire, body);
+    if (!r) return;
     TurnRequest request;
-    if (auto e = parse_body(http.body, body)) return fail(*e);
     if (auto e = wire->parse(body, request)) return fail(*e);
     if (auto e = check_model(*r, wire->requested_model())) return fail(*e);
     ApiError error;
@@ -203,12 +214,10 @@ class Api {
 void Api::count_tokens(const httplib::Request& http, httplib::Response& res) {
   auto wire = std::make_shared<AnthropicMessages>();
   auto fail = [&](const ApiError& e) { send_json(res, e.status, wire->error_body(e)); };
-  if (!authorized(http, res, false, wire.get())) return;
-  Ready* r = require_ready(res, wire.get());
-  if (!r) return;
   json body;
+  Ready* r = begin(http, res, *wire, body);
+  if (!r) return;
   TurnRequest request;
-  if (auto e = parse_body(http.body, body)) return fail(*e);
   if (!body.contains("max_tokens")) body["max_tokens"] = 1;  // count_tokens takes no max_tokens
   if (auto e = wire->parse(body, request)) return fail(*e);
   ApiError error;

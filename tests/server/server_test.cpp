@@ -4,6 +4,10 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -43,21 +47,28 @@ std::string strata_run(const std::string& prompt, int n) {
   return out;
 }
 
-// npm packages for the client-side tests, installed once into the build tree.
+// npm packages for the client-side tests, installed once into the build tree. Tests run in parallel
+// (ctest -j): an exclusive lock covers the check, the install and the scripts' copy, and a marker
+// written after a complete install (not the presence of a package folder) says it is done.
 std::string node_dir() {
   const fs::path dir = fs::path(STRATA_BUILD_DIR) / "node";
-  if (!fs::exists(dir / "node_modules" / "openai") || !fs::exists(dir / "node_modules" / "playwright-core") ||
-      !fs::exists(dir / "node_modules" / "@anthropic-ai" / "sdk") || !fs::exists(dir / "node_modules" / "ajv")) {
-    fs::create_directories(dir);
+  fs::create_directories(dir);
+  const int lock = ::open((dir / ".install.lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  EXPECT_GE(lock, 0) << "cannot open the npm install lock";
+  if (lock >= 0) ::flock(lock, LOCK_EX);
+  const fs::path marker = dir / ".installed-openai7-playwright1-anthropic1-ajv8";
+  if (!fs::exists(marker)) {
     const auto r = testing::run_command("npm install --no-audit --no-fund --loglevel=error --prefix " +
                                         testing::shell_quote(dir.string()) +
                                         " openai@7 playwright-core@1 @anthropic-ai/sdk@1 ajv@8");
     EXPECT_EQ(r.exit_code, 0) << "npm install failed: " << r.err;
+    if (r.exit_code == 0) std::ofstream(marker) << "ok\n";
   }
   for (const char* script : {"openai_client.mjs", "web_page.mjs", "chat_clients.mjs"}) {
     fs::copy_file(fs::path(STRATA_SOURCE_DIR) / "tests" / "server" / script, dir / script,
                   fs::copy_options::overwrite_existing);
   }
+  if (lock >= 0) ::close(lock);  // releases the lock
   return dir.string();
 }
 
