@@ -103,6 +103,11 @@ void add_chat_flags(CLI::App& cmd, ServeFlags& f) {
 void add_cache_flags(CLI::App& cmd, ServeFlags& f) {
   server::ServerOptions& s = f.server;
   cmd.add_flag("--cache-prompt,!--no-cache-prompt", s.cache_prompt, "keep a slot's prompt cache between requests");
+  cmd.add_option("--slot-prompt-similarity", s.slot_prompt_similarity,
+                 "(-sps) share of a prompt a free slot's cache must hold to be chosen for it (else the least "
+                 "recently used slot)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--ctx-checkpoints,--swa-checkpoints", s.ctx_checkpoints,
                  "(-ctxcp) recurrent-state checkpoints kept per slot")
       ->capture_default_str()

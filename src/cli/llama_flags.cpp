@@ -193,6 +193,7 @@ const std::vector<std::pair<std::string, std::string>>& llama_short_aliases() {
       {"-fa", "--flash-attn"},      {"-ctk", "--cache-type-k"},
       {"-ctv", "--cache-type-v"},   {"-ub", "--ubatch-size"},
       {"-cram", "--cache-ram"},     {"-ctxcp", "--ctx-checkpoints"},
+      {"-sps", "--slot-prompt-similarity"},
       {"-cb", "--cont-batching"},   {"-nocb", "--no-cont-batching"},
       {"-sm", "--split-mode"},      {"-mg", "--main-gpu"},
       {"-dev", "--device"},         {"-cmoe", "--cpu-moe"},

@@ -428,7 +428,9 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   ready.model_id = options.model_alias.empty() ? std::filesystem::path(engine_options.model_path).filename().string()
                                                : options.model_alias;
   ready.created = std::time(nullptr);
-  Scheduler scheduler(**engine);
+  SchedulerOptions scheduling;
+  scheduling.slot_prompt_similarity = options.slot_prompt_similarity;
+  Scheduler scheduler(**engine, scheduling);
   ready.scheduler = &scheduler;
   ready.setup.scheduler = &scheduler;
   api.set_ready(&ready);

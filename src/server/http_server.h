@@ -19,6 +19,7 @@ struct ServerOptions {
   // Prompt cache (llama-server's flags): a slot keeps its tokens and caches after a request.
   bool cache_prompt = true;        // the default of a request's cache_prompt field
   int32_t ctx_checkpoints = 8;     // --ctx-checkpoints: recurrent-state checkpoints kept per slot
+  double slot_prompt_similarity = 0.5;  // --slot-prompt-similarity: share of a prompt a slot's cache must hold
   int64_t cache_ram_mib = 8192;    // --cache-ram: host memory for evicted prefixes (0: off)
   int32_t n_predict = -1;          // -n: a request's max_tokens when it sets none (-1: no limit)
 

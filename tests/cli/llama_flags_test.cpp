@@ -177,6 +177,8 @@ const FlagCase kServeFlags[] = {
     {"--ctx-checkpoints 4", ""},
     {"--swa-checkpoints 2", ""},
     {"-ctxcp 3", ""},
+    {"-sps 0.1", ""},
+    {"--slot-prompt-similarity 0.9", ""},
     {"--cache-ram 0", ""},
     {"-cram -1", "-cram/--cache-ram has no effect here"},
     {"--cache-ram 8192", "-cram/--cache-ram has no effect here"},

@@ -206,5 +206,25 @@ TEST(PromptCache, two_slots_keep_two_conversations) {
   EXPECT_GE(stats.checkpoints_restored, 2u);
 }
 
+// With --slot-prompt-similarity 0 the longest prefix always wins, however short: the second
+// conversation (sharing only the template header) takes the first one's slot and evicts it.
+TEST(PromptCache, without_a_similarity_floor_a_header_match_evicts_the_other_conversation) {
+  STRATA_SHARED_FILE(model, "models/synth/llama-dense-f32.gguf");
+  runtime::EngineOptions o = testing::single_node_options(model, 2048);
+  o.n_seq = 2;
+  auto engine = load(o);
+  ASSERT_TRUE(engine);
+  SchedulerOptions options;
+  options.slot_prompt_similarity = 0.0;
+  Scheduler scheduler(*engine, options);
+  Chat chat(*engine, scheduler);
+  std::vector<text::ChatMessage> a = {message("system", long_system_prompt()), message("user", "First.")};
+  const Answer a1 = chat.ask(a);
+  (void)chat.ask({message("system", "Other. " + long_system_prompt()), message("user", "Second.")});
+  a.push_back(message("assistant", a1.text));
+  a.push_back(message("user", "More."));
+  EXPECT_LT(chat.ask(a).n_cached, a1.n_prompt / 10) << "the first conversation's slot was taken";
+}
+
 }  // namespace
 }  // namespace strata::server
