@@ -3,6 +3,7 @@
 //   matmul/<type>/<rows>/dots       the pre-tile path: one vec_dot call per output
 //   matmul/<type>/<rows>/tiles      matmul() with the tiled kernels (best ISA)
 //   matmul/<type>/<rows>/tiles-novnni  AVX-512 tiles without VNNI (when the CPU has VNNI)
+//   matmul/<type>/<rows>/repacked  matmul() on the 16-row repacked layout (tensor/repack.h)
 //
 //   ./strata_microbench --benchmark_filter='matmul/Q4_K'
 #include <benchmark/benchmark.h>
@@ -16,6 +17,7 @@
 #include "tensor/blocks.h"
 #include "tensor/matmul.h"
 #include "tensor/quants.h"
+#include "tensor/repack.h"
 #include "tensor/thread_pool.h"
 
 namespace strata::tensor {
@@ -29,11 +31,16 @@ using bench::uniform;
 
 std::vector<uint8_t> random_matrix(DType t, int64_t rows) { return random_quant_matrix(t, kCols, rows); }
 
-enum class Path { kDots, kTiles, kTilesNoVnni };
+enum class Path { kDots, kTiles, kTilesNoVnni, kRepacked };
 
 void bench_matmul(benchmark::State& state, DType t, int64_t rows, Path path) {
   const std::vector<uint8_t> w = random_matrix(t, rows);
-  const MatrixView mv{t, kCols, rows, w.data(), row_bytes(t, kCols)};
+  MatrixView mv{t, kCols, rows, w.data(), row_bytes(t, kCols)};
+  std::vector<uint8_t> packed;
+  if (path == Path::kRepacked) {
+    packed.resize(static_cast<size_t>(rows) * repacked_row_bytes(t, kCols));
+    mv = repack_groups(mv, packed.data(), 0, rows / kRepackRows);
+  }
   std::vector<float> x(static_cast<size_t>(kTokens * kCols));
   uint64_t s = 7;
   for (auto& v : x) v = uniform(s);
@@ -44,7 +51,7 @@ void bench_matmul(benchmark::State& state, DType t, int64_t rows, Path path) {
   const VecDotFn dot = vec_dot_fn(t);
   const VecDotTileFn novnni = detail::avx512_vec_dot_tile(t, false);
   for (auto _ : state) {
-    if (path == Path::kTiles) {
+    if (path == Path::kTiles || path == Path::kRepacked) {
       matmul(mv, q, kTokens, y.data(), rows, pool);
     } else {
       // Blocks of 16 rows as matmul hands them out; every token sweeps the block.
@@ -65,7 +72,7 @@ void bench_matmul(benchmark::State& state, DType t, int64_t rows, Path path) {
 }
 
 [[maybe_unused]] const bool registered = [] {
-  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q5_K}) {
+  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q5_K, DType::Q4_0}) {
     for (int64_t rows : {2048, 8192}) {
       const std::string base = "matmul/" + std::string(dtype_name(t)) + "/" + std::to_string(rows) + "/";
       auto add = [&](const char* name, Path p) {
@@ -75,6 +82,7 @@ void bench_matmul(benchmark::State& state, DType t, int64_t rows, Path path) {
       };
       add("dots", Path::kDots);
       if (vec_dot_tile_fn(t)) add("tiles", Path::kTiles);
+      if (repacks(t, rows, kCols)) add("repacked", Path::kRepacked);
       if (detail::cpu_has_avx512_vnni() && detail::avx512_vec_dot_tile(t, false)) add("tiles-novnni", Path::kTilesNoVnni);
     }
   }

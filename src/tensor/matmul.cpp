@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "tensor/quants.h"
+#include "tensor/repack.h"
+#include "tensor/repack_blocks.h"
 
 namespace strata::tensor {
 
@@ -13,8 +15,21 @@ void QuantizedActivations::quantize(DType weight_type, const float* x, int64_t n
   cols_ = cols;
   row_bytes_ = row_bytes(format_, cols);
   buf_.resize(row_bytes_ * static_cast<size_t>(n_tokens));
+  const bool sums = format_ == DType::Q8_0;
+  sums_.resize(sums ? sums_per_row() * static_cast<size_t>(n_tokens) : 0);
   auto convert = [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) quantize_activations(format_, x + t * cols, buf_.data() + t * row_bytes_, cols);
+    for (int64_t t = begin; t < end; ++t) {
+      uint8_t* row = buf_.data() + t * row_bytes_;
+      quantize_activations(format_, x + t * cols, row, cols);
+      if (!sums) continue;
+      const auto* blocks = reinterpret_cast<const detail::BlockQ8_0*>(row);
+      int32_t* out = sums_.data() + static_cast<size_t>(t) * sums_per_row();
+      for (size_t b = 0; b < sums_per_row(); ++b) {
+        int32_t s = 0;
+        for (int8_t q : blocks[b].qs) s += q;
+        out[b] = s;
+      }
+    }
   };
   if (n_tokens >= 4) {
     pool.parallel_for(n_tokens, 1, convert);
@@ -26,6 +41,14 @@ void QuantizedActivations::quantize(DType weight_type, const float* x, int64_t n
 void matmul_rows(const MatrixView& w, const QuantizedActivations& x, int64_t x_first, int64_t n_tokens, float* y,
                  int64_t y_stride, int64_t r0, int64_t r1) {
   const int64_t n = w.cols;
+  if (w.repacked) {
+    // Callers hand out rows in multiples of 16 (matmul_batch aligns every job).
+    const detail::ActRows a{x.row(x_first), x.row_stride(), x.format() == DType::Q8_0 ? x.sums(x_first) : nullptr,
+                            x.sums_per_row()};
+    detail::avx512_gemm16(w.type)(n, w.row(r0), kRepackRows * w.row_stride, (r1 - r0) / kRepackRows, a, n_tokens,
+                                  y + r0, y_stride);
+    return;
+  }
   if (n_tokens > 1) {
     // Each weight block is unpacked once per tile of tokens; the kernel walks token tiles in the
     // outer loop so the tile's activations stay in L1 while these rows (L1/L2) stream past.
@@ -45,10 +68,11 @@ void matmul_rows(const MatrixView& w, const QuantizedActivations& x, int64_t x_f
 void matmul_batch(std::span<const MatmulJob> jobs, ThreadPool& pool) {
   // The jobs' rows side by side form one range. One token streams the weights: each thread walks a
   // contiguous share. Several tokens are compute-bound: 16-row blocks every token reuses from cache.
+  // Each job starts on a multiple of 16 so that repacked jobs get whole groups.
   std::vector<int64_t> first_row(jobs.size() + 1, 0);
   bool one_token = true;
   for (size_t j = 0; j < jobs.size(); ++j) {
-    first_row[j + 1] = first_row[j] + jobs[j].w.rows;
+    first_row[j + 1] = first_row[j] + (jobs[j].w.rows + kRepackRows - 1) / kRepackRows * kRepackRows;
     one_token = one_token && jobs[j].n_tokens == 1;
   }
   const int64_t total = first_row.back();
@@ -58,7 +82,7 @@ void matmul_batch(std::span<const MatmulJob> jobs, ThreadPool& pool) {
     for (; j < jobs.size() && first_row[j] < g1; ++j) {
       const MatmulJob& job = jobs[j];
       const int64_t r0 = std::max(g0, first_row[j]) - first_row[j];
-      const int64_t r1 = std::min(g1, first_row[j + 1]) - first_row[j];
+      const int64_t r1 = std::min({g1, first_row[j + 1], first_row[j] + job.w.rows}) - first_row[j];
       if (r1 > r0) matmul_rows(job.w, *job.x, job.x_first, job.n_tokens, job.y, job.y_stride, r0, r1);
     }
   };
@@ -82,7 +106,13 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
 }
 
 void dequantize_matrix_row(const MatrixView& w, int64_t r, float* out) {
-  dequantize_row(w.type, w.row(r), out, w.cols);
+  if (!w.repacked) {
+    dequantize_row(w.type, w.row(r), out, w.cols);
+    return;
+  }
+  std::vector<uint8_t> row(row_bytes(w.type, w.cols));
+  unpack_row(w, r, row.data());
+  dequantize_row(w.type, row.data(), out, w.cols);
 }
 
 }  // namespace strata::tensor

@@ -11,19 +11,22 @@
 
 namespace strata::tensor {
 
-// A 2-D weight: `rows` rows of `cols` elements, row r at data + r * row_stride.
+// A 2-D weight: `rows` rows of `cols` elements, row r at data + r * row_stride. Repacked matrices
+// (tensor/repack.h) hold groups of 16 rows interleaved, group g at data + 16 g * row_stride: row()
+// then points at a group only for r a multiple of 16, and slices must start and end on groups.
 struct MatrixView {
   DType type = DType::F32;
   int64_t cols = 0;
   int64_t rows = 0;
   const uint8_t* data = nullptr;
   size_t row_stride = 0;
+  bool repacked = false;
 
   bool empty() const { return data == nullptr; }
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_stride; }
   // Rows [first, first + count) as a matrix of their own (e.g. one expert of a 3-D tensor).
   MatrixView slice_rows(int64_t first, int64_t count) const {
-    return {type, cols, count, row(first), row_stride};
+    return {type, cols, count, row(first), row_stride, repacked};
   }
 };
 
@@ -36,12 +39,16 @@ class QuantizedActivations {
   int64_t cols() const { return cols_; }
   const uint8_t* row(int64_t t) const { return buf_.data() + static_cast<size_t>(t) * row_bytes_; }
   size_t row_stride() const { return row_bytes_; }
+  // Q8_0 only: the sum of each block's 32 quants, cols / 32 per token (the repacked kernels' bias).
+  const int32_t* sums(int64_t t) const { return sums_.data() + static_cast<size_t>(t) * sums_per_row(); }
+  size_t sums_per_row() const { return static_cast<size_t>(cols_ / 32); }
 
  private:
   DType format_ = DType::F32;
   int64_t cols_ = 0;
   size_t row_bytes_ = 0;
   std::vector<uint8_t> buf_;
+  std::vector<int32_t> sums_;
 };
 
 // y[t * y_stride + r] = dot(w.row(r), x[t]) for t < n_tokens, r < w.rows. Several tokens go through

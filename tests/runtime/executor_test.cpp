@@ -43,6 +43,9 @@ class InProcessWorker final : public exec::StageExecutor {
       case exec::SeqOp::kClear: return runner_->clear_seq(seq);
       case exec::SeqOp::kRemoveFrom: return runner_->remove_from(seq, p0);
       case exec::SeqOp::kCopy: return runner_->copy_seq(seq, dst);
+      case exec::SeqOp::kSaveCheckpoint: return runner_->save_checkpoint(seq, p0);
+      case exec::SeqOp::kRestoreCheckpoint: return runner_->restore_checkpoint(seq, p0);
+      case exec::SeqOp::kDropCheckpoint: return runner_->drop_checkpoint(seq, p0);
     }
     return make_error("unknown op");
   }

@@ -1,0 +1,300 @@
+#include "tensor/repack.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "tensor/quants.h"
+#include "tensor/repack_blocks.h"
+
+namespace strata::tensor {
+namespace detail {
+namespace {
+
+// Each format goes through one value per element (uint8_t v[32 or 256], the unsigned stored
+// value): GGUF block <-> values and 16 rows of values <-> repacked block. Loops over bytes, so the
+// compiler vectorizes them; repacking a 4 GB model takes about a second per thread.
+
+// Elements 8p+j / 8p+4+j as the low / high nibble of byte (p, r, j).
+template <int P>
+void put_nibbles(uint8_t (&qs)[P][16][4], const uint8_t* const v[16]) {
+  for (int p = 0; p < P; ++p) {
+    for (int r = 0; r < 16; ++r) {
+      for (int j = 0; j < 4; ++j) qs[p][r][j] = static_cast<uint8_t>((v[r][8 * p + j] & 15) | (v[r][8 * p + 4 + j] << 4));
+    }
+  }
+}
+template <int P>
+void get_nibbles(const uint8_t (&qs)[P][16][4], int r, uint8_t* v) {
+  for (int p = 0; p < P; ++p) {
+    for (int j = 0; j < 4; ++j) {
+      v[8 * p + j] = qs[p][r][j] & 15;
+      v[8 * p + 4 + j] = qs[p][r][j] >> 4;
+    }
+  }
+}
+
+// Q4_K / Q5_K low nibbles: qs[32c + l] holds element 64c + l (low) and 64c + 32 + l (high).
+void k4_values(const uint8_t* qs, uint8_t* v) {
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      v[64 * c + l] = qs[32 * c + l] & 15;
+      v[64 * c + 32 + l] = qs[32 * c + l] >> 4;
+    }
+  }
+}
+void k4_store(const uint8_t* v, uint8_t* qs) {
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) qs[32 * c + l] = static_cast<uint8_t>((v[64 * c + l] & 15) | ((v[64 * c + 32 + l] & 15) << 4));
+  }
+}
+
+// Twelve packed bytes from eight 6-bit scales and mins (the inverse of unpack_k4_scales).
+void pack_k4_scales(const uint8_t* sc, const uint8_t* m, uint8_t* out) {
+  for (int j = 0; j < 4; ++j) {
+    out[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    out[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+    out[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+  }
+}
+
+template <typename X, typename B>
+void k4_header(X& x, const B* const src[16]) {
+  for (int r = 0; r < 16; ++r) {
+    x.d[r] = src[r]->d;
+    x.dmin[r] = src[r]->dmin;
+    uint64_t sc, m;
+    unpack_k4_scales(src[r]->scales, &sc, &m);
+    for (int s = 0; s < 8; ++s) {
+      x.sc[s / 2][r][s % 2] = static_cast<uint8_t>(sc >> (8 * s));
+      x.m[s / 2][r][s % 2] = static_cast<uint8_t>(m >> (8 * s));
+    }
+  }
+}
+template <typename X, typename B>
+void k4_unheader(const X& x, int r, B& b) {
+  b.d = x.d[r];
+  b.dmin = x.dmin[r];
+  uint8_t sc[8], m[8];
+  for (int s = 0; s < 8; ++s) sc[s] = x.sc[s / 2][r][s % 2], m[s] = x.m[s / 2][r][s % 2];
+  pack_k4_scales(sc, m, b.scales);
+}
+
+// Q6_K: per half h, element 128h + 32g + l takes nibble g / 2 of ql[64h + 32(g % 2) + l] and crumb g
+// of qh[32h + l].
+void q6_values(const BlockQ6K& b, uint8_t* v) {
+  for (int h = 0; h < 2; ++h) {
+    for (int g = 0; g < 4; ++g) {
+      for (int l = 0; l < 32; ++l) {
+        const int lo = (b.ql[64 * h + 32 * (g % 2) + l] >> (4 * (g / 2))) & 15;
+        const int hi = (b.qh[32 * h + l] >> (2 * g)) & 3;
+        v[128 * h + 32 * g + l] = static_cast<uint8_t>(lo | hi << 4);
+      }
+    }
+  }
+}
+void q6_store(const uint8_t* v, BlockQ6K& b) {
+  std::memset(b.ql, 0, sizeof b.ql);
+  std::memset(b.qh, 0, sizeof b.qh);
+  for (int h = 0; h < 2; ++h) {
+    for (int g = 0; g < 4; ++g) {
+      for (int l = 0; l < 32; ++l) {
+        const int q = v[128 * h + 32 * g + l];
+        b.ql[64 * h + 32 * (g % 2) + l] |= static_cast<uint8_t>((q & 15) << (4 * (g / 2)));
+        b.qh[32 * h + l] |= static_cast<uint8_t>((q >> 4) << (2 * g));
+      }
+    }
+  }
+}
+
+// ---- one block column of 16 rows, per format
+
+void repack_block(const BlockQ8_0* const src[16], BlockQ8_0x16& x) {
+  for (int r = 0; r < 16; ++r) {
+    x.d[r] = src[r]->d;
+    for (int k = 0; k < 8; ++k) {
+      for (int j = 0; j < 4; ++j) x.qs[k][r][j] = static_cast<uint8_t>(src[r]->qs[4 * k + j]) ^ 0x80;
+    }
+  }
+}
+void unpack_block(const BlockQ8_0x16& x, int r, BlockQ8_0& b) {
+  b.d = x.d[r];
+  for (int k = 0; k < 8; ++k) {
+    for (int j = 0; j < 4; ++j) b.qs[4 * k + j] = static_cast<int8_t>(x.qs[k][r][j] ^ 0x80);
+  }
+}
+
+void repack_block(const BlockQ4_0* const src[16], BlockQ4_0x16& x) {
+  uint8_t v[16][32];
+  const uint8_t* pv[16];
+  for (int r = 0; r < 16; ++r) {
+    x.d[r] = src[r]->d;
+    for (int l = 0; l < 16; ++l) v[r][l] = src[r]->qs[l] & 15, v[r][l + 16] = src[r]->qs[l] >> 4;
+    pv[r] = v[r];
+  }
+  put_nibbles(x.qs, pv);
+}
+void unpack_block(const BlockQ4_0x16& x, int r, BlockQ4_0& b) {
+  uint8_t v[32];
+  get_nibbles(x.qs, r, v);
+  b.d = x.d[r];
+  for (int l = 0; l < 16; ++l) b.qs[l] = static_cast<uint8_t>(v[l] | v[l + 16] << 4);
+}
+
+void repack_block(const BlockQ4K* const src[16], BlockQ4Kx16& x) {
+  uint8_t v[16][256];
+  const uint8_t* pv[16];
+  for (int r = 0; r < 16; ++r) k4_values(src[r]->qs, v[r]), pv[r] = v[r];
+  k4_header(x, src);
+  put_nibbles(x.qs, pv);
+}
+void unpack_block(const BlockQ4Kx16& x, int r, BlockQ4K& b) {
+  uint8_t v[256];
+  get_nibbles(x.qs, r, v);
+  k4_unheader(x, r, b);
+  k4_store(v, b.qs);
+}
+
+void repack_block(const BlockQ5K* const src[16], BlockQ5Kx16& x) {
+  uint8_t v[16][256];
+  const uint8_t* pv[16];
+  for (int r = 0; r < 16; ++r) {
+    k4_values(src[r]->qs, v[r]);
+    pv[r] = v[r];
+    // Bit 4 of element 64c + 32h + l is bit 2c + h of qh[l].
+    for (int e = 0; e < 256; ++e) v[r][e] |= static_cast<uint8_t>(((src[r]->qh[e % 32] >> (2 * (e / 64) + (e / 32) % 2)) & 1) << 4);
+  }
+  k4_header(x, src);
+  put_nibbles(x.qs, pv);
+  for (int c = 0; c < 8; ++c) {
+    for (int r = 0; r < 16; ++r) {
+      for (int j = 0; j < 4; ++j) {
+        uint8_t bits = 0;
+        for (int b = 0; b < 8; ++b) bits |= static_cast<uint8_t>((v[r][4 * (8 * c + b) + j] >> 4) << b);
+        x.qh[c][r][j] = bits;
+      }
+    }
+  }
+}
+void unpack_block(const BlockQ5Kx16& x, int r, BlockQ5K& b) {
+  uint8_t v[256];
+  get_nibbles(x.qs, r, v);
+  k4_unheader(x, r, b);
+  k4_store(v, b.qs);
+  std::memset(b.qh, 0, sizeof b.qh);
+  for (int e = 0; e < 256; ++e) {
+    const int k = e / 4, bit = (x.qh[k / 8][r][e % 4] >> (k % 8)) & 1;
+    b.qh[e % 32] |= static_cast<uint8_t>(bit << (2 * (e / 64) + (e / 32) % 2));
+  }
+}
+
+void repack_block(const BlockQ6K* const src[16], BlockQ6Kx16& x) {
+  uint8_t v[16][256];
+  const uint8_t* pv[16];
+  for (int r = 0; r < 16; ++r) {
+    q6_values(*src[r], v[r]);
+    pv[r] = v[r];
+    x.d[r] = src[r]->d;
+    for (int s = 0; s < 16; ++s) x.sc[s / 2][r][s % 2] = src[r]->scales[s];
+  }
+  put_nibbles(x.ql, pv);
+  for (int c = 0; c < 16; ++c) {
+    for (int r = 0; r < 16; ++r) {
+      for (int j = 0; j < 4; ++j) {
+        uint8_t bits = 0;
+        for (int b = 0; b < 4; ++b) bits |= static_cast<uint8_t>((v[r][4 * (4 * c + b) + j] >> 4) << (2 * b));
+        x.qh[c][r][j] = bits;
+      }
+    }
+  }
+}
+void unpack_block(const BlockQ6Kx16& x, int r, BlockQ6K& b) {
+  uint8_t v[256];
+  get_nibbles(x.ql, r, v);
+  for (int e = 0; e < 256; ++e) {
+    const int k = e / 4;
+    v[e] = static_cast<uint8_t>(v[e] | ((x.qh[k / 4][r][e % 4] >> (2 * (k % 4))) & 3) << 4);
+  }
+  q6_store(v, b);
+  b.d = x.d[r];
+  for (int s = 0; s < 16; ++s) b.scales[s] = x.sc[s / 2][r][s % 2];
+}
+
+template <typename B, typename X>
+void repack_typed(const MatrixView& w, uint8_t* dst, int64_t g0, int64_t g1) {
+  const int64_t nb = w.cols / X::kElems;
+  for (int64_t g = g0; g < g1; ++g) {
+    X* out = reinterpret_cast<X*>(dst + static_cast<size_t>(g) * kRepackRows * repacked_row_bytes(w.type, w.cols));
+    for (int64_t i = 0; i < nb; ++i) {
+      const B* src[16];
+      for (int r = 0; r < 16; ++r) src[r] = reinterpret_cast<const B*>(w.row(16 * g + r)) + i;
+      repack_block(src, out[i]);
+    }
+  }
+}
+
+template <typename B, typename X>
+void unpack_typed(const MatrixView& w, int64_t r, uint8_t* out) {
+  const int64_t nb = static_cast<int64_t>(w.row_stride * kRepackRows / sizeof(X));
+  const X* x = reinterpret_cast<const X*>(w.data + static_cast<size_t>(r / 16) * kRepackRows * w.row_stride);
+  B* b = reinterpret_cast<B*>(out);
+  for (int64_t i = 0; i < nb; ++i) unpack_block(x[i], static_cast<int>(r % 16), b[i]);
+}
+
+}  // namespace
+}  // namespace detail
+
+size_t repacked_row_bytes(DType type, int64_t cols) {
+  using namespace detail;
+  switch (type) {
+    case DType::Q8_0: return static_cast<size_t>(cols / kQK) * sizeof(BlockQ8_0x16) / 16;
+    case DType::Q4_0: return static_cast<size_t>(cols / kQK) * sizeof(BlockQ4_0x16) / 16;
+    case DType::Q4_K: return static_cast<size_t>(cols / kQKK) * sizeof(BlockQ4Kx16) / 16;
+    case DType::Q5_K: return static_cast<size_t>(cols / kQKK) * sizeof(BlockQ5Kx16) / 16;
+    case DType::Q6_K: return static_cast<size_t>(cols / kQKK) * sizeof(BlockQ6Kx16) / 16;
+    default: return 0;
+  }
+}
+
+bool repacks(DType type, int64_t rows, int64_t cols) {
+  static const bool disabled = std::getenv("STRATA_NO_REPACK") != nullptr;
+  const int64_t block = type == DType::Q8_0 || type == DType::Q4_0 ? detail::kQK : detail::kQKK;
+  return !disabled && repacked_row_bytes(type, cols) > 0 && rows > 0 && rows % kRepackRows == 0 && cols > 0 &&
+         cols % block == 0 && detail::avx512_gemm16(type) != nullptr;
+}
+
+bool repackable(const MatrixView& w) {
+  return !w.empty() && !w.repacked && w.row_stride == row_bytes(w.type, w.cols) && repacks(w.type, w.rows, w.cols);
+}
+
+MatrixView repacked_view(const MatrixView& w, const uint8_t* dst) {
+  MatrixView v{w.type, w.cols, w.rows, dst, repacked_row_bytes(w.type, w.cols)};
+  v.repacked = true;
+  return v;
+}
+
+MatrixView repack_groups(const MatrixView& w, uint8_t* dst, int64_t g0, int64_t g1) {
+  using namespace detail;
+  switch (w.type) {
+    case DType::Q8_0: repack_typed<BlockQ8_0, BlockQ8_0x16>(w, dst, g0, g1); break;
+    case DType::Q4_0: repack_typed<BlockQ4_0, BlockQ4_0x16>(w, dst, g0, g1); break;
+    case DType::Q4_K: repack_typed<BlockQ4K, BlockQ4Kx16>(w, dst, g0, g1); break;
+    case DType::Q5_K: repack_typed<BlockQ5K, BlockQ5Kx16>(w, dst, g0, g1); break;
+    case DType::Q6_K: repack_typed<BlockQ6K, BlockQ6Kx16>(w, dst, g0, g1); break;
+    default: break;
+  }
+  return repacked_view(w, dst);
+}
+
+void unpack_row(const MatrixView& w, int64_t r, uint8_t* out) {
+  using namespace detail;
+  switch (w.type) {
+    case DType::Q8_0: unpack_typed<BlockQ8_0, BlockQ8_0x16>(w, r, out); break;
+    case DType::Q4_0: unpack_typed<BlockQ4_0, BlockQ4_0x16>(w, r, out); break;
+    case DType::Q4_K: unpack_typed<BlockQ4K, BlockQ4Kx16>(w, r, out); break;
+    case DType::Q5_K: unpack_typed<BlockQ5K, BlockQ5Kx16>(w, r, out); break;
+    case DType::Q6_K: unpack_typed<BlockQ6K, BlockQ6Kx16>(w, r, out); break;
+    default: break;
+  }
+}
+
+}  // namespace strata::tensor

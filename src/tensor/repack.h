@@ -1,0 +1,36 @@
+// Weights repacked at load for the prompt GEMM: groups of 16 rows interleaved so that one 64-byte
+// load holds 4 consecutive elements of each of the 16 rows, and vpdpbusd against 4 broadcast
+// activation bytes adds one product of 4 elements to each row's lane. Scales are unpacked to bytes
+// beside the quants. The same kernel runs one token (decode) and tiles of up to 8 tokens (prompts):
+// each output is the same integer sums and the same float operations in the same order, so results
+// depend neither on the batch nor on the thread count. Used for Q4_0, Q8_0, Q4_K, Q5_K and Q6_K
+// matrices whose row count is a multiple of 16, on CPUs with AVX-512 VNNI.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/dtype.h"
+#include "tensor/matmul.h"
+
+namespace strata::tensor {
+
+inline constexpr int64_t kRepackRows = 16;
+
+// Whether w can be repacked on this machine (type, shape, CPU) and STRATA_NO_REPACK is unset.
+bool repackable(const MatrixView& w);
+// Bytes per row of the repacked form (a group of 16 rows takes 16 times this); 0 if the type has none.
+// K-quants grow by 2.2-2.8% (scales unpacked to bytes); Q4_0 and Q8_0 keep their size.
+size_t repacked_row_bytes(DType type, int64_t cols);
+// Whether the machine would repack a matrix of this type and shape (for memory planning).
+bool repacks(DType type, int64_t rows, int64_t cols);
+
+// Writes w (row-major GGUF blocks, repackable) into dst (w.rows * repacked_row_bytes bytes) and
+// returns the view of dst. Groups [g0, g1) only, so callers can split the work over threads.
+MatrixView repack_groups(const MatrixView& w, uint8_t* dst, int64_t g0, int64_t g1);
+MatrixView repacked_view(const MatrixView& w, const uint8_t* dst);
+
+// Row r of a repacked matrix back in its GGUF block form (row_bytes(type, cols) bytes at out).
+void unpack_row(const MatrixView& w, int64_t r, uint8_t* out);
+
+}  // namespace strata::tensor
