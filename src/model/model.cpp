@@ -1,5 +1,8 @@
 #include "model/model.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -49,6 +52,15 @@ Result<std::shared_ptr<const Model>> Model::assemble(std::shared_ptr<const gguf:
   m->keep_alive_ = std::move(keep_alive);
   for (const gguf::TensorInfo& t : m->infos_) m->data_[t.name] = data(t);
   return build(std::move(m));
+}
+
+void Model::release_pages(const Tensor& t) const {
+  if (!t.data) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(t.data) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(t.data) + t.info->nbytes) / page * page;
+  // Whole pages inside the tensor only: neighbours keep theirs. Failure only costs memory.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 Result<std::shared_ptr<const Model>> Model::build(std::shared_ptr<Model> m) {

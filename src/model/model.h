@@ -19,7 +19,8 @@ class Model {
   // A complete local GGUF file.
   static Result<std::shared_ptr<const Model>> open(const std::string& path);
   // Metadata (a GGUF image without tensors) plus every tensor's info; `data` gives the bytes of the
-  // tensors held here (null for the others). `keep_alive` holds whatever owns those bytes.
+  // tensors held here (null for the others), which must be read-only file mappings (see
+  // release_pages). `keep_alive` holds whatever owns those bytes.
   static Result<std::shared_ptr<const Model>> assemble(std::shared_ptr<const gguf::File> metadata,
                                                        std::vector<gguf::TensorInfo> infos,
                                                        const std::function<const uint8_t*(const gguf::TensorInfo&)>& data,
@@ -48,6 +49,11 @@ class Model {
   // Views of exactly the named tensors (the plan's list for this node; the tied head aliases
   // token_embd). Fails, naming the tensor, when one is not a model tensor or not held here.
   Result<Weights> bind(const std::vector<std::string>& names) const;
+
+  // Drops the resident pages of a tensor's mapped bytes once a repacked copy replaces them, so the
+  // weights are not held twice. Reading them later is still correct: the kernel reloads the pages
+  // from the file (tensor bytes are always read-only file mappings).
+  void release_pages(const Tensor& t) const;
 
  private:
   static Result<std::shared_ptr<const Model>> build(std::shared_ptr<Model> m);

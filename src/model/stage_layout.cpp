@@ -5,6 +5,7 @@
 
 #include "model/delta_rule.h"
 #include "gguf/names.h"
+#include "tensor/repack.h"
 
 namespace strata::model {
 namespace {
@@ -139,11 +140,20 @@ StageBytes stage_bytes(const HParams& hp, const Architecture& arch, const StageC
   return b;
 }
 
+bool repacks_tensor(const gguf::TensorInfo& t) {
+  return t.name != "token_embd.weight" && t.n_dims >= 2 && tensor::repacks(t.type, t.n_rows(), t.ne[0]);
+}
+
+uint64_t held_bytes(const gguf::TensorInfo& t) {
+  if (!repacks_tensor(t)) return t.nbytes;
+  return sat_mul(static_cast<uint64_t>(t.n_rows()), static_cast<uint64_t>(tensor::repacked_row_bytes(t.type, t.ne[0])));
+}
+
 StageBytes stage_bytes(const Model& model, const StageConfig& stage) {
   const std::unordered_set<std::string_view> listed(stage.tensors.begin(), stage.tensors.end());
   uint64_t weights = 0;
   for (const Model::Tensor& t : model.tensors()) {
-    if (listed.count(t.decl.name)) weights = sat_add(weights, t.info->nbytes);
+    if (listed.count(t.decl.name)) weights = sat_add(weights, held_bytes(*t.info));
   }
   return stage_bytes(model.hparams(), model.architecture(), stage, weights);
 }

@@ -3,7 +3,12 @@
 #include "model/gated_delta_net.h"
 #include "model/ops.h"
 
+#include <spdlog/spdlog.h>
+
+#include <chrono>
 #include <unordered_set>
+
+#include "tensor/repack.h"
 
 namespace strata::model {
 namespace {
@@ -36,6 +41,8 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
   STRATA_TRY(check_tensors_listed(*r->model_, config));
   STRATA_ASSIGN(r->weights_, r->model_->bind(config.tensors));
   r->weight_bytes_ = stage_bytes(*r->model_, config).weights;
+  r->pool_ = std::make_unique<tensor::ThreadPool>(config.n_threads);
+  r->repack_weights();
   const memory::KvConfig kv = kv_config(hp, r->model_->architecture(), config);
   STRATA_ASSIGN(r->kv_, memory::KvCache::create(kv));
   if (hp.has_recurrent_layers()) {
@@ -43,8 +50,42 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
     rc.n_checkpoints = config.n_checkpoints;
     STRATA_ASSIGN(r->recurrent_, memory::RecurrentState::create(rc));
   }
-  r->pool_ = std::make_unique<tensor::ThreadPool>(config.n_threads);
   return r;
+}
+
+namespace {
+
+MatrixView* matrix_slot(Weights& w, const TensorDecl& d) {
+  if (const auto* s = std::get_if<MatrixView LayerWeights::*>(&d.slot)) return &(w.layers[d.layer].*(*s));
+  if (const auto* s = std::get_if<MatrixView GlobalWeights::*>(&d.slot)) return &(w.global.*(*s));
+  return nullptr;
+}
+
+}  // namespace
+
+void StageRunner::repack_weights() {
+  const auto start = std::chrono::steady_clock::now();
+  const std::unordered_set<std::string_view> listed(config_.tensors.begin(), config_.tensors.end());
+  uint64_t from = 0, to = 0;
+  for (const Model::Tensor& t : model_->tensors()) {
+    if (!listed.count(t.decl.name) || !repacks_tensor(*t.info)) continue;
+    MatrixView* view = matrix_slot(weights_, t.decl);
+    if (!view || !tensor::repackable(*view)) continue;
+    const size_t n = static_cast<size_t>(view->rows) * tensor::repacked_row_bytes(view->type, view->cols);
+    std::unique_ptr<uint8_t[], FreeAligned> buf(static_cast<uint8_t*>(::operator new[](n, std::align_val_t{64})));
+    const int64_t groups = view->rows / tensor::kRepackRows;
+    const MatrixView src = *view;
+    pool_->parallel_for(groups, 8, [&](int64_t g0, int64_t g1) { tensor::repack_groups(src, buf.get(), g0, g1); });
+    *view = tensor::repacked_view(src, buf.get());
+    model_->release_pages(t);
+    repacked_.push_back(std::move(buf));
+    from += t.info->nbytes;
+    to += n;
+  }
+  if (repacked_.empty()) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("repacked {} matrices for the prompt kernels: {:.1f} MiB -> {:.1f} MiB in {:.2f} s ({} threads)",
+               repacked_.size(), from / 1048576.0, to / 1048576.0, s, pool_->size());
 }
 
 Status StageRunner::validate(const Batch& b, bool check_tokens, bool again) const {

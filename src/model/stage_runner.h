@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <new>
 #include <optional>
 #include <vector>
 
@@ -57,6 +58,13 @@ class StageRunner {
 
  private:
   StageRunner() = default;
+  // Repacks the stage's matrices for the prompt kernels (repacks_tensor) and releases the mapped
+  // pages they replace.
+  void repack_weights();
+
+  struct FreeAligned {
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
 
   std::shared_ptr<const Model> model_;
   StageConfig config_;
@@ -65,6 +73,7 @@ class StageRunner {
   memory::KvCache kv_;
   std::optional<memory::RecurrentState> recurrent_;  // when the model has recurrent layers
   std::unique_ptr<tensor::ThreadPool> pool_;
+  std::vector<std::unique_ptr<uint8_t[], FreeAligned>> repacked_;  // what the repacked views point at
   Scratch scratch_;
 };
 

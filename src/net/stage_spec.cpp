@@ -49,7 +49,7 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
     if (it == by_name.end()) return make_error("stage tensor '{}' is not a tensor of the model", name);
     if (!p.stage_tensors.emplace(name, it->second).second) return make_error("stage tensor '{}' listed twice", name);
     p.config.tensors.push_back(name);
-    weight_bytes = sat_add(weight_bytes, it->second.nbytes);
+    weight_bytes = sat_add(weight_bytes, model::held_bytes(it->second));
   }
   if (spec.forward_to_size() > kMaxForwardTargets) return make_error("{} forward targets is too many", spec.forward_to_size());
   for (const std::string& endpoint : spec.forward_to()) {
