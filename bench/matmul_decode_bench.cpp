@@ -2,16 +2,19 @@
 // cache) split into 32-row blocks handed out in turn (the old split), into one contiguous run per
 // thread (static halves), or as matmul does it (contiguous shares walked in 32-row steps, with
 // stealing). Reports weight GB/s.
+//   matmul_decode/<type>/<threads>/{plain,repacked}: the GGUF layout against the 16-row repacked one
 //   ./strata_microbench --benchmark_filter='matmul_decode'
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "base/dtype.h"
 #include "bench_random.h"
 #include "tensor/matmul.h"
 #include "tensor/quants.h"
+#include "tensor/repack.h"
 #include "tensor/thread_pool.h"
 
 namespace strata::tensor {
@@ -42,6 +45,42 @@ void bench_decode(benchmark::State& state, Split split) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
 }
+
+// One token through a 256 MB matrix of type t, plain or repacked, on `threads` threads.
+void bench_layout(benchmark::State& state, DType t, int threads, bool repacked) {
+  const int64_t rows = (int64_t{256} << 20) / static_cast<int64_t>(row_bytes(t, kCols)) / 16 * 16;
+  std::vector<uint8_t> w = bench::random_quant_matrix(t, kCols, rows);
+  MatrixView m{t, kCols, rows, w.data(), row_bytes(t, kCols)};
+  std::vector<uint8_t> packed;
+  if (repacked) {
+    packed.resize(static_cast<size_t>(rows) * repacked_row_bytes(t, kCols));
+    m = repack_groups(m, packed.data(), 0, rows / kRepackRows);
+    std::vector<uint8_t>().swap(w);
+  }
+  ThreadPool pool(threads);
+  std::vector<float> x(kCols, 0.5f), y(static_cast<size_t>(rows));
+  QuantizedActivations q;
+  q.quantize(t, x.data(), 1, kCols, pool);
+  for (auto _ : state) {
+    matmul(m, q, 1, y.data(), rows, pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * rows * static_cast<int64_t>(m.row_stride));
+}
+
+[[maybe_unused]] const bool registered = [] {
+  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0}) {
+    for (int threads : {1, 2}) {
+      for (bool repacked : {false, true}) {
+        if (repacked && !repacks(t, 16, kCols)) continue;
+        const std::string name = "matmul_decode/" + std::string(dtype_name(t)) + "/" + std::to_string(threads) +
+                                 "threads/" + (repacked ? "repacked" : "plain");
+        benchmark::RegisterBenchmark(name.c_str(), bench_layout, t, threads, repacked)->UseRealTime();
+      }
+    }
+  }
+  return true;
+}();
 
 BENCHMARK_CAPTURE(bench_decode, blocks32, Split::kBlocks32)->Name("matmul_decode/Q4_K/2threads/blocks32")->UseRealTime();
 BENCHMARK_CAPTURE(bench_decode, halves, Split::kHalves)->Name("matmul_decode/Q4_K/2threads/halves")->UseRealTime();

@@ -141,7 +141,7 @@ StageBytes stage_bytes(const HParams& hp, const Architecture& arch, const StageC
 }
 
 bool repacks_tensor(const gguf::TensorInfo& t) {
-  return t.name != "token_embd.weight" && t.n_dims >= 2 && tensor::repacks(t.type, t.n_rows(), t.ne[0]);
+  return t.n_dims >= 2 && tensor::repacks(t.type, t.n_rows(), t.ne[0]);
 }
 
 uint64_t held_bytes(const gguf::TensorInfo& t) {

@@ -41,7 +41,7 @@ struct StageBytes {
 std::vector<std::string> tensors_needed(const Model& model, const std::vector<uint8_t>& owned, bool input, bool output);
 
 // Whether a node repacks this tensor at load for the prompt kernels (tensor/repack.h): every matrix
-// this machine has a 16-row form for, except token_embd (embedding lookups read its rows).
+// this machine has a 16-row form for (embedding lookups unpack their rows from it).
 bool repacks_tensor(const gguf::TensorInfo& t);
 // Bytes a node holds for the tensor: its repacked size when it repacks it, else its file size.
 uint64_t held_bytes(const gguf::TensorInfo& t);

@@ -83,6 +83,7 @@ void StageRunner::repack_weights() {
     to += n;
   }
   if (repacked_.empty()) return;
+  if (!model_->has_output_weight()) weights_.global.output = weights_.global.token_embd;  // tied head
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("repacked {} matrices for the prompt kernels: {:.1f} MiB -> {:.1f} MiB in {:.2f} s ({} threads)",
                repacked_.size(), from / 1048576.0, to / 1048576.0, s, pool_->size());

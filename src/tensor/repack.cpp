@@ -14,21 +14,42 @@ namespace {
 // value): GGUF block <-> values and 16 rows of values <-> repacked block. Loops over bytes, so the
 // compiler vectorizes them; repacking a 4 GB model takes about a second per thread.
 
-// Elements 8p+j / 8p+4+j as the low / high nibble of byte (p, r, j).
+// Elements e0+8p+j / e0+8p+4+j as the low / high nibble of byte (p, r, j).
 template <int P>
-void put_nibbles(uint8_t (&qs)[P][16][4], const uint8_t* const v[16]) {
+void put_nibbles(uint8_t (&qs)[P][16][4], const uint8_t* const v[16], int e0 = 0) {
   for (int p = 0; p < P; ++p) {
     for (int r = 0; r < 16; ++r) {
-      for (int j = 0; j < 4; ++j) qs[p][r][j] = static_cast<uint8_t>((v[r][8 * p + j] & 15) | (v[r][8 * p + 4 + j] << 4));
+      for (int j = 0; j < 4; ++j) {
+        qs[p][r][j] = static_cast<uint8_t>((v[r][e0 + 8 * p + j] & 15) | (v[r][e0 + 8 * p + 4 + j] << 4));
+      }
     }
   }
 }
 template <int P>
-void get_nibbles(const uint8_t (&qs)[P][16][4], int r, uint8_t* v) {
+void get_nibbles(const uint8_t (&qs)[P][16][4], int r, uint8_t* v, int e0 = 0) {
   for (int p = 0; p < P; ++p) {
     for (int j = 0; j < 4; ++j) {
-      v[8 * p + j] = qs[p][r][j] & 15;
-      v[8 * p + 4 + j] = qs[p][r][j] >> 4;
+      v[e0 + 8 * p + j] = qs[p][r][j] & 15;
+      v[e0 + 8 * p + 4 + j] = qs[p][r][j] >> 4;
+    }
+  }
+}
+
+// The high bits (bit 4 and up, `width` bits per element) of elements e0 + 4b + j packed into byte
+// (r, j) at bits width*b.., for b < 8 / width.
+void put_high(uint8_t (&qh)[16][4], const uint8_t* const v[16], int e0, int width) {
+  for (int r = 0; r < 16; ++r) {
+    for (int j = 0; j < 4; ++j) {
+      uint8_t bits = 0;
+      for (int b = 0; b < 8 / width; ++b) bits |= static_cast<uint8_t>((v[r][e0 + 4 * b + j] >> 4) << (width * b));
+      qh[r][j] = bits;
+    }
+  }
+}
+void get_high(const uint8_t (&qh)[16][4], int r, uint8_t* v, int e0, int width) {
+  for (int j = 0; j < 4; ++j) {
+    for (int b = 0; b < 8 / width; ++b) {
+      v[e0 + 4 * b + j] = static_cast<uint8_t>(v[e0 + 4 * b + j] | ((qh[r][j] >> (width * b)) & ((1 << width) - 1)) << 4);
     }
   }
 }
@@ -164,27 +185,21 @@ void repack_block(const BlockQ5K* const src[16], BlockQ5Kx16& x) {
     for (int e = 0; e < 256; ++e) v[r][e] |= static_cast<uint8_t>(((src[r]->qh[e % 32] >> (2 * (e / 64) + (e / 32) % 2)) & 1) << 4);
   }
   k4_header(x, src);
-  put_nibbles(x.qs, pv);
-  for (int c = 0; c < 8; ++c) {
-    for (int r = 0; r < 16; ++r) {
-      for (int j = 0; j < 4; ++j) {
-        uint8_t bits = 0;
-        for (int b = 0; b < 8; ++b) bits |= static_cast<uint8_t>((v[r][4 * (8 * c + b) + j] >> 4) << b);
-        x.qh[c][r][j] = bits;
-      }
-    }
+  for (int s = 0; s < 8; ++s) {
+    put_nibbles(x.sub[s].qs, pv, 32 * s);
+    put_high(x.sub[s].qh, pv, 32 * s, 1);
   }
 }
 void unpack_block(const BlockQ5Kx16& x, int r, BlockQ5K& b) {
   uint8_t v[256];
-  get_nibbles(x.qs, r, v);
+  for (int s = 0; s < 8; ++s) {
+    get_nibbles(x.sub[s].qs, r, v, 32 * s);
+    get_high(x.sub[s].qh, r, v, 32 * s, 1);
+  }
   k4_unheader(x, r, b);
   k4_store(v, b.qs);
   std::memset(b.qh, 0, sizeof b.qh);
-  for (int e = 0; e < 256; ++e) {
-    const int k = e / 4, bit = (x.qh[k / 8][r][e % 4] >> (k % 8)) & 1;
-    b.qh[e % 32] |= static_cast<uint8_t>(bit << (2 * (e / 64) + (e / 32) % 2));
-  }
+  for (int e = 0; e < 256; ++e) b.qh[e % 32] |= static_cast<uint8_t>((v[e] >> 4) << (2 * (e / 64) + (e / 32) % 2));
 }
 
 void repack_block(const BlockQ6K* const src[16], BlockQ6Kx16& x) {
@@ -196,23 +211,16 @@ void repack_block(const BlockQ6K* const src[16], BlockQ6Kx16& x) {
     x.d[r] = src[r]->d;
     for (int s = 0; s < 16; ++s) x.sc[s / 2][r][s % 2] = src[r]->scales[s];
   }
-  put_nibbles(x.ql, pv);
-  for (int c = 0; c < 16; ++c) {
-    for (int r = 0; r < 16; ++r) {
-      for (int j = 0; j < 4; ++j) {
-        uint8_t bits = 0;
-        for (int b = 0; b < 4; ++b) bits |= static_cast<uint8_t>((v[r][4 * (4 * c + b) + j] >> 4) << (2 * b));
-        x.qh[c][r][j] = bits;
-      }
-    }
+  for (int s = 0; s < 16; ++s) {
+    put_nibbles(x.sub[s].ql, pv, 16 * s);
+    put_high(x.sub[s].qh, pv, 16 * s, 2);
   }
 }
 void unpack_block(const BlockQ6Kx16& x, int r, BlockQ6K& b) {
   uint8_t v[256];
-  get_nibbles(x.ql, r, v);
-  for (int e = 0; e < 256; ++e) {
-    const int k = e / 4;
-    v[e] = static_cast<uint8_t>(v[e] | ((x.qh[k / 4][r][e % 4] >> (2 * (k % 4))) & 3) << 4);
+  for (int s = 0; s < 16; ++s) {
+    get_nibbles(x.sub[s].ql, r, v, 16 * s);
+    get_high(x.sub[s].qh, r, v, 16 * s, 2);
   }
   q6_store(v, b);
   b.d = x.d[r];

@@ -95,6 +95,13 @@ inline void pair_sums32(const BlockQ8K& a, int32_t (&pr)[4]) {
   }
 }
 
+// The nibble rows of 32-element sub-block s of a Q4_K / Q5_K block.
+template <bool kFive, typename X>
+inline const uint8_t (*sub_qs(const X& b, int s))[16][4] {
+  if constexpr (kFive) return b.sub[s].qs;
+  else return b.qs + 4 * s;
+}
+
 // Q4_K / Q5_K against Q8_K. Per 32-element sub-block isum <= 32 * 31 * 127; times a 6-bit scale and
 // summed over 8 sub-blocks < 2^31. Mins: int16 pairs (m_2p, m_2p+1) . (S_2p, S_2p+1), |S| <= 4064.
 template <bool kFive>
@@ -118,9 +125,9 @@ struct K45x16 {
       for (int s = 0; s < 8; ++s) {
         __m512i q[8];
         #pragma GCC unroll 4
-        for (int p = 0; p < 4; ++p) nibbles(b.qs[4 * s + p], q[2 * p], q[2 * p + 1]);
+        for (int p = 0; p < 4; ++p) nibbles(sub_qs<kFive>(b, s)[p], q[2 * p], q[2 * p + 1]);
         if constexpr (kFive) {
-          const __m512i h = load512(b.qh[s]);
+          const __m512i h = load512(b.sub[s].qh);
           #pragma GCC unroll 8
           for (int k = 0; k < 8; ++k) {
             const __mmask64 bit = _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << k)));
@@ -170,10 +177,10 @@ struct Q6Kx16 {
       __m512i sumi[N];
       #pragma GCC unroll 8
       for (int t = 0; t < N; ++t) sumi[t] = _mm512_setzero_si512();
-      #pragma GCC unroll 1
+      #pragma GCC unroll 2
       for (int s = 0; s < 16; ++s) {
         __m512i q[4];
-        const __m512i l0 = load512(b.ql[2 * s]), l1 = load512(b.ql[2 * s + 1]), h = load512(b.qh[s]);
+        const __m512i l0 = load512(b.sub[s].ql[0]), l1 = load512(b.sub[s].ql[1]), h = load512(b.sub[s].qh);
         // (x & m4) | (h' & m30): ternary-logic truth table 0xEA = (A & B) | C.
         q[0] = _mm512_ternarylogic_epi64(l0, m4, _mm512_and_si512(_mm512_slli_epi16(h, 4), m30), 0xEA);
         q[1] = _mm512_ternarylogic_epi64(_mm512_srli_epi16(l0, 4), m4, _mm512_and_si512(_mm512_slli_epi16(h, 2), m30), 0xEA);
