@@ -18,6 +18,7 @@ Command add_bench(CLI::App& app) {
     ModelFlags model;
     int32_t n_prompt = 512;
     int32_t n_gen = 128;
+    int32_t n_depth = 0;
     int32_t repetitions = 5;
     std::string output = "md";
     bool roofline = false;
@@ -27,25 +28,29 @@ Command add_bench(CLI::App& app) {
   add_model_flags(*cmd, f->model, false);
   cmd->add_option("-p,--n-prompt", f->n_prompt, "prompt tokens (0: skip pp)")->capture_default_str()->check(CLI::Range(0, 1 << 16));
   cmd->add_option("-n,--n-gen", f->n_gen, "generated tokens (0: skip tg)")->capture_default_str()->check(CLI::Range(0, 1 << 16));
+  cmd->add_option("-d,--n-depth", f->n_depth, "tokens already in the context before each test (llama-bench's n_depth)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-r,--repetitions", f->repetitions, "repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
   cmd->add_option("-o,--output", f->output, "md or json")->capture_default_str()->check(CLI::IsMember({"md", "json"}));
   cmd->add_flag("--roofline", f->roofline, "measure read bandwidth and print the decode upper bound");
   return [f]() -> int {
-    f->model.n_ctx = std::max(f->n_prompt, f->n_gen) + 1;
+    f->model.n_ctx = std::max(f->n_prompt, f->n_gen) + 1 + f->n_depth;
     f->model.n_batch = std::max(1, f->n_prompt);
     runtime::LocalWorkers workers;
-    auto engine = load_engine(f->model, workers);
+    // Each test goes back to its depth through a state checkpoint on recurrent models.
+    auto engine = load_engine(f->model, workers, f->n_depth > 0 ? 1 : 0);
     if (!engine.ok()) return fail(engine.error());
     runtime::Engine& e = **engine;
     const model::Model& m = e.model();
     std::vector<runtime::BenchResult> results;
     if (f->n_prompt > 0) {
-      auto r = runtime::bench_prompt(e, f->n_prompt, f->repetitions);
+      auto r = runtime::bench_prompt(e, f->n_prompt, f->repetitions, f->n_depth);
       if (!r.ok()) return fail(r.error());
       results.push_back(*r);
     }
     if (f->n_gen > 0) {
-      auto r = runtime::bench_generation(e, f->n_gen, f->repetitions);
+      auto r = runtime::bench_generation(e, f->n_gen, f->repetitions, f->n_depth);
       if (!r.ok()) return fail(r.error());
       results.push_back(*r);
     }
@@ -67,7 +72,7 @@ Command add_bench(CLI::App& app) {
                             {"model_n_params", m.n_params()}, {"model_n_params_active", m.n_active_params()},
                             {"n_batch", f->model.n_batch}, {"n_ubatch", f->model.n_batch}, {"n_threads", e.n_threads()},
                             {"n_nodes", e.plan().nodes.size()}, {"type_k", "f16"}, {"type_v", "f16"},
-                            {"n_prompt", r.n_prompt}, {"n_gen", r.n_gen}, {"test_time", std::time(nullptr)},
+                            {"n_prompt", r.n_prompt}, {"n_gen", r.n_gen}, {"n_depth", r.n_depth}, {"test_time", std::time(nullptr)},
                             {"avg_ns", r.avg_ns()}, {"stddev_ns", r.stddev_ns()}, {"avg_ts", r.avg_ts()},
                             {"stddev_ts", r.stddev_ts()}, {"samples_ns", r.samples_ns}};
         if (f->roofline && r.n_gen > 0) {

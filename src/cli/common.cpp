@@ -85,8 +85,10 @@ Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::Loca
   return o;
 }
 
-Result<std::unique_ptr<runtime::Engine>> load_engine(const ModelFlags& f, runtime::LocalWorkers& workers) {
+Result<std::unique_ptr<runtime::Engine>> load_engine(const ModelFlags& f, runtime::LocalWorkers& workers,
+                                                     int32_t n_checkpoints) {
   STRATA_ASSIGN(runtime::EngineOptions options, engine_options(f, workers));
+  options.n_checkpoints = n_checkpoints;
   auto engine = runtime::Engine::load(options);
   if (!engine.ok() && engine.error().code == ErrorCode::kPlacementRefused) {
     Error e = std::move(engine).error();

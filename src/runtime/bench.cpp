@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -35,6 +36,39 @@ std::vector<text::Token> random_tokens(const Engine& engine, int32_t n, uint32_t
 
 bool is_routed_expert(const std::string& name) { return name.find("_exps") != std::string::npos; }
 
+std::string test_name(const char* kind, int32_t n, int32_t depth) {
+  return kind + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : "");
+}
+
+// Sequence 0 holding `depth` random tokens, and a way back to exactly that before every run.
+class Depth {
+ public:
+  static Result<Depth> fill(Engine& engine, int32_t depth, int32_t n_test) {
+    if (depth < 0 || static_cast<int64_t>(depth) + n_test > engine.n_ctx_per_seq()) {
+      return make_error("bench: depth {} plus {} test tokens exceed the context {}", depth, n_test, engine.n_ctx_per_seq());
+    }
+    STRATA_TRY(engine.clear_seq(0));
+    if (depth > 0) {
+      STRATA_TRY(evaluate_prompt(engine, 0, random_tokens(engine, depth, 3), false));
+      if (engine.needs_checkpoints()) {
+        if (engine.n_checkpoints() < 1) return make_error("bench: a depth on a recurrent model needs a state checkpoint");
+        STRATA_TRY(engine.save_checkpoint(0, depth));
+      }
+    }
+    return Depth(engine, depth);
+  }
+  Status rewind() {
+    if (depth_ == 0) return engine_->clear_seq(0);
+    if (engine_->needs_checkpoints()) return engine_->restore_checkpoint(0, depth_);
+    return engine_->remove_from(0, depth_);
+  }
+
+ private:
+  Depth(Engine& engine, int32_t depth) : engine_(&engine), depth_(depth) {}
+  Engine* engine_;
+  int32_t depth_;
+};
+
 }  // namespace
 
 double BenchResult::avg_ns() const { return mean(samples_ns); }
@@ -50,36 +84,45 @@ double BenchResult::stddev_ts() const {
   return stddev(ts);
 }
 
-Result<BenchResult> bench_prompt(Engine& engine, int32_t n_prompt, int32_t repetitions) {
+Result<BenchResult> bench_prompt(Engine& engine, int32_t n_prompt, int32_t repetitions, int32_t depth) {
   if (n_prompt < 1 || n_prompt > engine.n_ctx_per_seq()) {
     return make_error("bench: -p {} must be between 1 and the context {}", n_prompt, engine.n_ctx_per_seq());
   }
-  BenchResult r{"pp" + std::to_string(n_prompt), n_prompt, 0, {}};
+  BenchResult r{test_name("pp", n_prompt, depth), n_prompt, 0, depth, {}};
   const std::vector<text::Token> tokens = random_tokens(engine, n_prompt, 1);
+  STRATA_ASSIGN(Depth at, Depth::fill(engine, depth, n_prompt));
+  model::Batch batch;
   for (int32_t i = -1; i < repetitions; ++i) {  // i == -1: warm-up
+    STRATA_TRY(at.rewind());
     const auto start = std::chrono::steady_clock::now();
-    STRATA_TRY(evaluate_prompt(engine, 0, tokens, false));
+    for (int32_t b = 0; b < n_prompt; b += engine.n_batch()) {
+      batch.clear();
+      const int32_t end = std::min(n_prompt, b + engine.n_batch());
+      for (int32_t t = b; t < end; ++t) batch.add(tokens[t], depth + t, 0, t == n_prompt - 1);
+      STRATA_TRY(engine.decode(batch, 0));
+    }
     const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
     if (i >= 0) r.samples_ns.push_back(ns);
   }
   return r;
 }
 
-Result<BenchResult> bench_generation(Engine& engine, int32_t n_gen, int32_t repetitions) {
+Result<BenchResult> bench_generation(Engine& engine, int32_t n_gen, int32_t repetitions, int32_t depth) {
   if (n_gen < 1 || n_gen > engine.n_ctx_per_seq()) {
     return make_error("bench: -n {} must be between 1 and the context {}", n_gen, engine.n_ctx_per_seq());
   }
-  BenchResult r{"tg" + std::to_string(n_gen), 0, n_gen, {}};
+  BenchResult r{test_name("tg", n_gen, depth), 0, n_gen, depth, {}};
   const std::vector<text::Token> tokens = random_tokens(engine, n_gen, 2);
   // Each token's logits reach the coordinator as `strata run` needs them with default sampling.
   const int32_t top_k = sampling::candidates_needed(sampling::Params{}, engine.n_vocab());
+  STRATA_ASSIGN(Depth at, Depth::fill(engine, depth, n_gen));
   model::Batch batch;
   for (int32_t i = -1; i < repetitions; ++i) {
-    STRATA_TRY(engine.clear_seq(0));
+    STRATA_TRY(at.rewind());
     const auto start = std::chrono::steady_clock::now();
     for (int32_t t = 0; t < n_gen; ++t) {
       batch.clear();
-      batch.add(tokens[t], t, 0, true);
+      batch.add(tokens[t], depth + t, 0, true);
       STRATA_TRY(engine.decode(batch, top_k));
     }
     const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();

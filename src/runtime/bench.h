@@ -10,9 +10,10 @@
 namespace strata::runtime {
 
 struct BenchResult {
-  std::string test;        // "pp512", "tg128"
+  std::string test;        // "pp512", "tg128", "pp512 @ d8192"
   int32_t n_prompt = 0;
   int32_t n_gen = 0;
+  int32_t n_depth = 0;
   std::vector<double> samples_ns;  // one per repetition
   double avg_ts() const;           // tokens per second, mean over repetitions
   double stddev_ts() const;
@@ -20,10 +21,12 @@ struct BenchResult {
   double stddev_ns() const;
 };
 
-// Time to evaluate n_prompt tokens in batches (pp) or to decode n_gen tokens one by one from an empty
-// cache (tg), `repetitions` times after one warm-up run.
-Result<BenchResult> bench_prompt(Engine& engine, int32_t n_prompt, int32_t repetitions);
-Result<BenchResult> bench_generation(Engine& engine, int32_t n_gen, int32_t repetitions);
+// Time to evaluate n_prompt tokens in batches (pp) or to decode n_gen tokens one by one (tg),
+// `repetitions` times after one warm-up run, after `depth` tokens already in the context (llama-bench's
+// n_depth: filled once, untimed; every run goes back to it, through a state checkpoint on models
+// with recurrent layers, so the engine needs one: Engine::needs_checkpoints).
+Result<BenchResult> bench_prompt(Engine& engine, int32_t n_prompt, int32_t repetitions, int32_t depth = 0);
+Result<BenchResult> bench_generation(Engine& engine, int32_t n_gen, int32_t repetitions, int32_t depth = 0);
 
 // Bytes of weights one decoded token reads: every layer's weights and the output head, only the
 // used share of routed experts, one row of the embeddings.

@@ -1,7 +1,9 @@
 // The strata binary end to end: the commands a user types, on the shared models.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "testing/golden.h"
 #include "testing/process.h"
@@ -35,6 +37,32 @@ TEST(Cli, plan_shows_the_state_checkpoints_of_a_hybrid_model) {
   const auto without = run_command(plan + " -ctxcp 0");
   ASSERT_EQ(without.exit_code, 0) << without.err;
   EXPECT_EQ(without.out.find(" ckpt"), std::string::npos) << without.out;
+}
+
+// `strata bench -d N` means what llama-bench's does: the same rows with the same n_prompt, n_gen and
+// n_depth, so ../shared/peer/side-by-side.sh pairs them. On a hybrid model each run goes back to the
+// depth through a state checkpoint; a depth out of range is refused.
+TEST(Cli, bench_with_depth_reports_the_rows_llama_bench_reports) {
+  STRATA_SHARED_FILE(model, "models/synth/qwen35moe-q4_k_m.gguf");
+  STRATA_SHARED_FILE(llama_run, "peer/llama.cpp/run");
+  const std::string flags = " -m " + shell_quote(model) + " -p 16 -n 4 -d 40 -r 1 -t 2 -o json";
+  const auto ours = run_command(strata() + " bench" + flags);
+  ASSERT_EQ(ours.exit_code, 0) << ours.err;
+  const auto theirs = run_command("bash " + shell_quote(llama_run) + " llama-bench" + flags);
+  ASSERT_EQ(theirs.exit_code, 0) << theirs.err;
+  auto rows = [](const std::string& out) {
+    std::vector<std::array<int, 3>> v;
+    for (const auto& r : nlohmann::json::parse(out)) {
+      v.push_back({r["n_prompt"].get<int>(), r["n_gen"].get<int>(), r["n_depth"].get<int>()});
+      EXPECT_GT(r["avg_ts"].get<double>(), 0.0);
+    }
+    return v;
+  };
+  EXPECT_EQ(rows(ours.out), rows(theirs.out));
+  EXPECT_EQ(rows(ours.out).size(), 2u);
+  const auto deep = run_command(strata() + " bench -m " + shell_quote(model) + " -p 16 -n 4 -d 2000000 -r 1");
+  EXPECT_NE(deep.exit_code, 0);
+  EXPECT_NE(deep.err.find("n-depth"), std::string::npos) << deep.err;
 }
 
 TEST(Cli, info_reads_every_shared_model_and_refuses_gguf_v1) {
