@@ -121,15 +121,16 @@ struct AttentionKernel {
     const float* w_ptr[4];
     float c_blk[4];
 
-    for (int32_t p0 = 0; p0 < n_max; p0 += P) {
-      const int32_t np = std::min(P, n_max - p0);
+    const int32_t p_stop = std::min(n_max, t.p_end);
+    for (int32_t p0 = t.p_begin; p0 < p_stop; p0 += P) {
+      const int32_t np = std::min(P, p_stop - p0);
       for (int32_t p = 0; p < np; ++p) {
         S::f16_to_f32(t.k + (p0 + p) * t.k_stride, ws.kt.data() + p * dkp, t.dk, dkp);
         S::f16_to_f32(t.v + (p0 + p) * t.v_stride, ws.vt.data() + p * dvp, t.dv, dvp);
       }
       // Scores and weights, row by row: the running max moves once per tile.
       for (int32_t r = 0; r < R; ++r) {
-        const int32_t n = std::clamp(t.n_kv[r] - p0, 0, np);
+        const int32_t n = std::clamp(std::min(t.n_kv[r], t.p_end) - p0, 0, np);
         ws.n_tile[r] = n;
         if (n == 0) continue;
         float* w = ws.w.data() + r * Pp;
@@ -168,8 +169,14 @@ struct AttentionKernel {
       }
     }
     for (int32_t r = 0; r < R; ++r) {
-      const float inv = 1.0f / ws.l[r];
       const float* a = ws.acc.data() + r * dvp;
+      if (t.m) {
+        t.m[r] = ws.m[r];
+        t.l[r] = ws.l[r];
+        std::copy(a, a + t.dv, t.out[r]);
+        continue;
+      }
+      const float inv = 1.0f / ws.l[r];
       for (int32_t d = 0; d < t.dv; ++d) t.out[r][d] = a[d] * inv;
     }
   }

@@ -1,6 +1,10 @@
 // The portable attention kernel (plain floats, std::exp) and the run-time choice among the ISAs.
 #include "tensor/attention_kernels.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "base/dtype.h"
 #include "tensor/attention_impl.h"
 #include "tensor/blocks.h"
@@ -45,6 +49,22 @@ void attention_scalar(const AttentionTask& task) { AttentionKernel<ScalarOps>::r
 
 }  // namespace
 }  // namespace detail
+
+void combine_attention_spans(int32_t n, const float* const* acc, const float* m, const float* l, int32_t dv,
+                             float* out) {
+  float top = m[0];
+  for (int32_t s = 1; s < n; ++s) top = std::max(top, m[s]);
+  float sum = 0.0f;
+  for (int32_t d = 0; d < dv; ++d) out[d] = 0.0f;
+  for (int32_t s = 0; s < n; ++s) {
+    if (m[s] == -std::numeric_limits<float>::infinity()) continue;  // no position in this span
+    const float e = std::exp(m[s] - top);  // exactly 1 for the span holding the max
+    sum += l[s] * e;
+    for (int32_t d = 0; d < dv; ++d) out[d] += acc[s][d] * e;
+  }
+  const float inv = 1.0f / sum;
+  for (int32_t d = 0; d < dv; ++d) out[d] *= inv;
+}
 
 AttentionFn attention_fn(Isa isa) {
   switch (isa) {

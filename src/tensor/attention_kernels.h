@@ -27,7 +27,20 @@ struct AttentionTask {
   int32_t dk = 0;
   int32_t dv = 0;
   float scale = 1.0f;
+  // One span of the positions (flash-decoding): row r reads [p_begin, min(p_end, n_kv[r])) only;
+  // p_begin is a multiple of attention_tile_positions. With m and l set, out[r] gets the
+  // unnormalized sum of weights times values and m[r] / l[r] the row's score max and weight sum, so
+  // spans can be combined (combine_attention_spans); a row with no position there gets m = -inf.
+  int32_t p_begin = 0;
+  int32_t p_end = 1 << 30;
+  float* m = nullptr;
+  float* l = nullptr;
 };
+
+// Combines n spans of one row computed with m/l set, in span order: out = sum_s acc_s e_s / sum_s
+// l_s e_s with e_s = exp(m_s - max m). One span gives exactly the kernel's own normalized result.
+void combine_attention_spans(int32_t n, const float* const* acc, const float* m, const float* l, int32_t dv,
+                             float* out);
 
 using AttentionFn = void (*)(const AttentionTask& task);
 AttentionFn attention_fn();         // best_isa()'s kernel (STRATA_MAX_ISA caps it)

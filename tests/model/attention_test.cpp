@@ -274,5 +274,34 @@ TEST(Attention, results_are_bit_identical_across_threads_and_batch_compositions)
   }
 }
 
+// Past one span (16 tiles) a row's positions are cut into spans combined in order: a lone decode
+// token splits its spans over the threads (flash-decoding), a token inside a prompt runs them in
+// turn, and both give the same bits as each other, on any thread count, and match the reference.
+TEST(Attention, long_contexts_split_into_spans_keep_the_bits_and_the_reference) {
+  // One KV head: a lone token is one work item, so its spans go to the threads; 8 KV heads: not.
+  for (const Shape& s : {Shape{64, 64, 8, 1}, Shape{64, 64, 16, 8}}) {
+    const int32_t span = 16 * tensor::attention_tile_positions(s.dk, s.dv);
+    Fixture f(s, 1, 3 * span + 100, 4.0f, 23);
+    for (int32_t p = 3 * span - 3; p < 3 * span + 2; ++p) f.add(p, 0);  // rows of 3 and 4 spans
+    f.fill();
+    const HParams& hp = f.hp();
+    const int64_t q_row = int64_t{hp.n_head} * hp.head_dim_k, o_row = int64_t{hp.n_head} * hp.head_dim_v;
+    for (Isa isa : available_isas()) {
+      const std::vector<float> batched = f.run(isa, 2);
+      f.check(batched, isa, name(s) + " spans");
+      ASSERT_EQ(batched, f.run(isa, 1)) << name(s);
+      for (int64_t t = 0; t < f.batch().size(); t += 2) {
+        Batch alone;
+        alone.add(0, f.batch().pos[t], f.batch().seq[t], true);
+        for (int threads : {1, 2}) {
+          const std::vector<float> o = f.run(isa, threads, &alone, f.q().data() + t * q_row);
+          ASSERT_TRUE(std::equal(o.begin(), o.end(), batched.begin() + t * o_row))
+              << name(s) << " " << tensor::isa_name(isa) << " token " << t << " threads " << threads;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata::model
