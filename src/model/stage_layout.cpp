@@ -151,11 +151,15 @@ uint64_t held_bytes(const gguf::TensorInfo& t) {
 
 StageBytes stage_bytes(const Model& model, const StageConfig& stage) {
   const std::unordered_set<std::string_view> listed(stage.tensors.begin(), stage.tensors.end());
-  uint64_t weights = 0;
+  uint64_t weights = 0, file = 0;
   for (const Model::Tensor& t : model.tensors()) {
-    if (listed.count(t.decl.name)) weights = sat_add(weights, held_bytes(*t.info));
+    if (!listed.count(t.decl.name)) continue;
+    weights = sat_add(weights, held_bytes(*t.info));
+    file = sat_add(file, t.info->nbytes);
   }
-  return stage_bytes(model.hparams(), model.architecture(), stage, weights);
+  StageBytes b = stage_bytes(model.hparams(), model.architecture(), stage, weights);
+  b.repacked = weights > file ? weights - file : 0;
+  return b;
 }
 
 }  // namespace strata::model

@@ -27,7 +27,8 @@ struct StageConfig {
 };
 
 struct StageBytes {
-  uint64_t weights = 0;
+  uint64_t weights = 0;   // held sizes (held_bytes), repacking included
+  uint64_t repacked = 0;  // of which: what repacking adds over the file (shown by the plan)
   uint64_t kv = 0;
   uint64_t state = 0;    // recurrent state (conv + delta-rule matrices)
   uint64_t scratch = 0;  // working memory of the largest batch (scratch_bytes)

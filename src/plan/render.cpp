@@ -104,7 +104,8 @@ std::string render(const Plan& p) {
     if (owned.empty()) owned = "-";
     const NodeBytes b = n < p.bytes.size() ? p.bytes[n] : NodeBytes{};
     const std::string limit = p.nodes[n].memory_usable == kUnlimited ? "unlimited" : human_bytes(p.nodes[n].memory_usable);
-    rows.push_back({{detail::node_label(p.nodes, node), owned, fmt::format("{}", layers.size()), human_bytes(b.weights),
+    const std::string weights = human_bytes(b.weights) + (b.repacked ? " (+" + human_bytes(b.repacked) + " repack)" : "");
+    rows.push_back({{detail::node_label(p.nodes, node), owned, fmt::format("{}", layers.size()), weights,
                      human_bytes(b.kv),
                      human_bytes(b.state) + (b.checkpoints ? " + " + human_bytes(b.checkpoints) + " ckpt" : ""),
                      human_bytes(b.scratch),
@@ -135,6 +136,10 @@ std::string render(const Plan& p) {
                                               "its top-k)"
                                             : "");
     }
+  }
+  if (std::any_of(p.bytes.begin(), p.bytes.end(), [](const NodeBytes& b) { return b.repacked > 0; })) {
+    out << "repack: matrices are repacked at load for the prompt kernels (16-row groups, K-quant scales "
+           "unpacked: the \"repack\" share); the copy replaces the mapped file's pages\n";
   }
   for (const std::string& d : p.decision_texts()) out << "decision: " << d << "\n";
   for (const std::string& w : p.warnings) out << "warning: " << w << "\n";
