@@ -36,13 +36,25 @@ inline __m512i pair_elem(__m512i pairs, int h) {
   return h == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(pairs, 16), 16) : _mm512_srai_epi32(pairs, 16);
 }
 
-// isum += sum over K k-steps of q[k] (16 rows x 4 bytes) times activation bytes a[4k .. 4k+3].
-template <int K>
+// The sum over K k-steps of q[k] (16 rows x 4 bytes) times activation bytes a[4k .. 4k+3]. One
+// token (decode) has no other tokens' chains to overlap with, so it runs two chains: integer sums
+// are exact, so the result is the same bits either way.
+template <int K, int N>
 inline __m512i dot_steps(const __m512i (&q)[K], const int8_t* a) {
-  __m512i s = _mm512_setzero_si512();
-  #pragma GCC unroll 8
-  for (int k = 0; k < K; ++k) s = _mm512_dpbusd_epi32(s, q[k], bcast32(a + 4 * k));
-  return s;
+  if constexpr (N == 1 && K % 2 == 0) {
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    #pragma GCC unroll 8
+    for (int k = 0; k < K; k += 2) {
+      s0 = _mm512_dpbusd_epi32(s0, q[k], bcast32(a + 4 * k));
+      s1 = _mm512_dpbusd_epi32(s1, q[k + 1], bcast32(a + 4 * k + 4));
+    }
+    return _mm512_add_epi32(s0, s1);
+  } else {
+    __m512i s = _mm512_setzero_si512();
+    #pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) s = _mm512_dpbusd_epi32(s, q[k], bcast32(a + 4 * k));
+    return s;
+  }
 }
 
 // Q8_0 / Q4_0 against Q8_0 activations. Weights are stored plus a bias (128 / 8 would be 0 for the
@@ -77,7 +89,7 @@ struct Blocks32x16 {
       const __m512 dw = f16x16(b.d);
       #pragma GCC unroll 8
       for (int t = 0; t < N; ++t) {
-        const __m512i isum = _mm512_sub_epi32(dot_steps(q, ab[t][i].qs), _mm512_set1_epi32(sums[t][i] << kBiasShift));
+        const __m512i isum = _mm512_sub_epi32(dot_steps<std::size(q), N>(q, ab[t][i].qs), _mm512_set1_epi32(sums[t][i] << kBiasShift));
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(h2f(ab[t][i].d))), acc[t]);
       }
     }
@@ -137,7 +149,7 @@ struct K45x16 {
         const __m512i sc = pair_elem(_mm512_cvtepu8_epi16(load256(b.sc[s / 2])), s % 2);
         #pragma GCC unroll 8
         for (int t = 0; t < N; ++t) {
-          sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(dot_steps(q, ab[t][i].qs + 32 * s), sc));
+          sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(dot_steps<std::size(q), N>(q, ab[t][i].qs + 32 * s), sc));
         }
       }
       const __m512 d = f16x16(b.d), dmin = f16x16(b.dmin);
@@ -189,7 +201,7 @@ struct Q6Kx16 {
         const __m512i sc = pair_elem(_mm512_cvtepi8_epi16(load256(b.sc[s / 2])), s % 2);
         #pragma GCC unroll 8
         for (int t = 0; t < N; ++t) {
-          sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(dot_steps(q, ab[t][i].qs + 16 * s), sc));
+          sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(dot_steps<std::size(q), N>(q, ab[t][i].qs + 16 * s), sc));
         }
       }
       const __m512 d = f16x16(b.d);
