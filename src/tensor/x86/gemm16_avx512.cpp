@@ -57,6 +57,23 @@ inline __m512i dot_steps(const __m512i (&q)[K], const int8_t* a) {
   }
 }
 
+// Tile plumbing shared by the kernels: token t's activation row, zeroed accumulators, stored outputs.
+template <typename A, int N>
+inline void token_rows(const ActRows& a, int64_t t0, const A* (&rows)[N]) {
+  #pragma GCC unroll 8
+  for (int t = 0; t < N; ++t) rows[t] = reinterpret_cast<const A*>(a.data + (t0 + t) * a.stride);
+}
+template <typename V, int N>
+inline void zero_all(V (&v)[N]) {
+  #pragma GCC unroll 8
+  for (int t = 0; t < N; ++t) v[t] = V{};
+}
+template <int N>
+inline void store_tokens(const __m512 (&acc)[N], float* y, int64_t ys) {
+  #pragma GCC unroll 8
+  for (int t = 0; t < N; ++t) _mm512_storeu_ps(y + t * ys, acc[t]);
+}
+
 // Q8_0 / Q4_0 against Q8_0 activations. Weights are stored plus a bias (128 / 8 would be 0 for the
 // signed value), taken back out as bias * sum(a) per block: |isum| <= 32 * 255 * 127 fits easily.
 template <bool kFour>
@@ -68,14 +85,11 @@ struct Blocks32x16 {
   static void run(int64_t n, const X* w, const ActRows& a, int64_t t0, float* y, int64_t ys) {
     const BlockQ8_0* ab[N];
     const int32_t* sums[N];
+    token_rows(a, t0, ab);
     #pragma GCC unroll 8
-    for (int t = 0; t < N; ++t) {
-      ab[t] = reinterpret_cast<const BlockQ8_0*>(a.data + (t0 + t) * a.stride);
-      sums[t] = a.sums + (t0 + t) * a.sums_stride;
-    }
+    for (int t = 0; t < N; ++t) sums[t] = a.sums + (t0 + t) * a.sums_stride;
     __m512 acc[N];
-    #pragma GCC unroll 8
-    for (int t = 0; t < N; ++t) acc[t] = _mm512_setzero_ps();
+    zero_all(acc);
     for (int64_t i = 0; i < n / kQK; ++i) {
       const X& b = w[i];
       __m512i q[8];
@@ -93,8 +107,7 @@ struct Blocks32x16 {
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(h2f(ab[t][i].d))), acc[t]);
       }
     }
-    #pragma GCC unroll 8
-    for (int t = 0; t < N; ++t) _mm512_storeu_ps(y + t * ys, acc[t]);
+    store_tokens(acc, y, ys);
   }
 };
 
@@ -123,16 +136,13 @@ struct K45x16 {
   template <int N>
   static void run(int64_t n, const X* w, const ActRows& a, int64_t t0, float* y, int64_t ys) {
     const BlockQ8K* ab[N];
-    #pragma GCC unroll 8
-    for (int t = 0; t < N; ++t) ab[t] = reinterpret_cast<const BlockQ8K*>(a.data + (t0 + t) * a.stride);
+    token_rows(a, t0, ab);
     __m512 acc[N];
-    #pragma GCC unroll 8
-    for (int t = 0; t < N; ++t) acc[t] = _mm512_setzero_ps();
+    zero_all(acc);
     for (int64_t i = 0; i < n / kQKK; ++i) {
       const X& b = w[i];
       __m512i sumi[N];
-      #pragma GCC unroll 8
-      for (int t = 0; t < N; ++t) sumi[t] = _mm512_setzero_si512();
+      zero_all(sumi);
       #pragma GCC unroll 1
       for (int s = 0; s < 8; ++s) {
         __m512i q[8];
@@ -165,8 +175,7 @@ struct K45x16 {
         acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(dmin, da), acc[t]);
       }
     }
-    #pragma GCC unroll 8
-    for (int t = 0; t < N; ++t) _mm512_storeu_ps(y + t * ys, acc[t]);
+    store_tokens(acc, y, ys);
   }
 };
 
@@ -178,17 +187,14 @@ struct Q6Kx16 {
   template <int N>
   static void run(int64_t n, const X* w, const ActRows& a, int64_t t0, float* y, int64_t ys) {
     const BlockQ8K* ab[N];
-    #pragma GCC unroll 8
-    for (int t = 0; t < N; ++t) ab[t] = reinterpret_cast<const BlockQ8K*>(a.data + (t0 + t) * a.stride);
+    token_rows(a, t0, ab);
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     __m512 acc[N];
-    #pragma GCC unroll 8
-    for (int t = 0; t < N; ++t) acc[t] = _mm512_setzero_ps();
+    zero_all(acc);
     for (int64_t i = 0; i < n / kQKK; ++i) {
       const X& b = w[i];
       __m512i sumi[N];
-      #pragma GCC unroll 8
-      for (int t = 0; t < N; ++t) sumi[t] = _mm512_setzero_si512();
+      zero_all(sumi);
       #pragma GCC unroll 2
       for (int s = 0; s < 16; ++s) {
         __m512i q[4];
@@ -216,8 +222,7 @@ struct Q6Kx16 {
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, _mm512_set1_ps(ab[t][i].d)), acc[t]);
       }
     }
-    #pragma GCC unroll 8
-    for (int t = 0; t < N; ++t) _mm512_storeu_ps(y + t * ys, acc[t]);
+    store_tokens(acc, y, ys);
   }
 };
 
