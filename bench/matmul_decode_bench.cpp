@@ -3,6 +3,8 @@
 // thread (static halves), or as matmul does it (contiguous shares walked in 32-row steps, with
 // stealing). Reports weight GB/s.
 //   matmul_decode/<type>/<threads>/{plain,repacked}: the GGUF layout against the 16-row repacked one
+//   matmul_decode/Q4_K/2threads/repacked/<n>tokens/{blocks16,shares}: n tokens at once (server slots
+//     decoding together) with 16-row groups handed out in turn (before) or as matmul splits them now
 //   ./strata_microbench --benchmark_filter='matmul_decode'
 #include <benchmark/benchmark.h>
 
@@ -68,6 +70,30 @@ void bench_layout(benchmark::State& state, DType t, int threads, bool repacked) 
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * rows * static_cast<int64_t>(m.row_stride));
 }
 
+// n tokens through a 256 MB repacked Q4_K matrix on two threads: 16-row groups handed out in turn,
+// or matmul's split (contiguous shares for up to 8 tokens).
+void bench_few_tokens(benchmark::State& state, int64_t n, bool shares) {
+  const DType t = DType::Q4_K;
+  const int64_t rows = (int64_t{256} << 20) / static_cast<int64_t>(row_bytes(t, kCols)) / 16 * 16;
+  const std::vector<uint8_t> w = bench::random_quant_matrix(t, kCols, rows);
+  std::vector<uint8_t> packed(static_cast<size_t>(rows) * repacked_row_bytes(t, kCols));
+  const MatrixView m = repack_groups({t, kCols, rows, w.data(), row_bytes(t, kCols)}, packed.data(), 0, rows / kRepackRows);
+  ThreadPool pool(2);
+  std::vector<float> x(static_cast<size_t>(kCols * n), 0.5f), y(static_cast<size_t>(rows * n));
+  QuantizedActivations q;
+  q.quantize(t, x.data(), n, kCols, pool);
+  auto groups = [&](int64_t r0, int64_t r1) { matmul_rows(m, q, 0, n, y.data(), rows, r0, r1); };
+  for (auto _ : state) {
+    if (shares) {
+      matmul(m, q, n, y.data(), rows, pool);
+    } else {
+      pool.parallel_for(rows, kRepackRows, groups);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * rows * static_cast<int64_t>(m.row_stride));
+}
+
 [[maybe_unused]] const bool registered = [] {
   for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0}) {
     for (int threads : {1, 2}) {
@@ -76,6 +102,15 @@ void bench_layout(benchmark::State& state, DType t, int threads, bool repacked) 
         const std::string name = "matmul_decode/" + std::string(dtype_name(t)) + "/" + std::to_string(threads) +
                                  "threads/" + (repacked ? "repacked" : "plain");
         benchmark::RegisterBenchmark(name.c_str(), bench_layout, t, threads, repacked)->UseRealTime();
+      }
+    }
+  }
+  if (repacks(DType::Q4_K, 16, kCols)) {
+    for (int64_t n : {2, 4, 8}) {
+      for (bool shares : {false, true}) {
+        const std::string name = "matmul_decode/Q4_K/2threads/repacked/" + std::to_string(n) + "tokens/" +
+                                 (shares ? "shares" : "blocks16");
+        benchmark::RegisterBenchmark(name.c_str(), bench_few_tokens, n, shares)->UseRealTime();
       }
     }
   }

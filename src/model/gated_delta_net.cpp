@@ -81,10 +81,12 @@ void project_inputs(const LayerContext& ctx, const LayerWeights& w, ProjectionIn
   }
 }
 
-// Causal depthwise conv over one sequence's rows of s.mix into s.conv (before the SiLU): channel c of
+// Causal depthwise conv of every sequence's rows of s.mix into s.conv (before the SiLU): channel c of
 // token t is sum_i kernel[c][i] * X[c][t - K + 1 + i] over the K-1 kept inputs then the new ones. The
-// conv state keeps the last K-1 raw inputs.
-void causal_conv(const LayerContext& ctx, const float* kernel, float* conv_state, const std::vector<int32_t>& rows) {
+// conv state keeps the last K-1 raw inputs. One parallel region covers all sequences (each thread
+// takes channels of every one), so several slots decoding together cost one dispatch, not one each.
+void causal_conv(const LayerContext& ctx, int il, const float* kernel,
+                 const std::vector<std::pair<int32_t, std::vector<int32_t>>>& sequences) {
   const int64_t C = ctx.hp.ssm_conv_channels();
   const int32_t K = ctx.hp.ssm_conv_kernel;
   const float* mix = ctx.scratch.mix.data();
@@ -93,18 +95,21 @@ void causal_conv(const LayerContext& ctx, const float* kernel, float* conv_state
   // Rows in order, channels innermost (contiguous, so the loops vectorize); per channel the sum runs
   // over the window oldest first, as the definition reads.
   ctx.pool.parallel_for(C, 1024, [&](int64_t c0, int64_t c1) {
-    for (int32_t r : rows) {
-      const float* x = mix + r * C;
-      float* o = out + r * C;
-      for (int64_t c = c0; c < c1; ++c) {
-        const float* w = kernel + c * K;
-        float sum = 0.0f;
-        for (int32_t i = 0; i + 1 < K; ++i) sum += conv_state[i * C + c] * w[i];
-        o[c] = sum + x[c] * w[K - 1];
+    for (const auto& [seq, rows] : sequences) {
+      float* conv_state = ctx.recurrent->conv(il, seq);
+      for (int32_t r : rows) {
+        const float* x = mix + r * C;
+        float* o = out + r * C;
+        for (int64_t c = c0; c < c1; ++c) {
+          const float* w = kernel + c * K;
+          float sum = 0.0f;
+          for (int32_t i = 0; i + 1 < K; ++i) sum += conv_state[i * C + c] * w[i];
+          o[c] = sum + x[c] * w[K - 1];
+        }
+        for (int32_t i = 0; i + 2 < K; ++i) std::copy(conv_state + (i + 1) * C + c0, conv_state + (i + 1) * C + c1,
+                                                      conv_state + i * C + c0);
+        if (K > 1) std::copy(x + c0, x + c1, conv_state + (K - 2) * C + c0);
       }
-      for (int32_t i = 0; i + 2 < K; ++i) std::copy(conv_state + (i + 1) * C + c0, conv_state + (i + 1) * C + c1,
-                                                    conv_state + i * C + c0);
-      if (K > 1) std::copy(x + c0, x + c1, conv_state + (K - 2) * C + c0);
     }
   });
 }
@@ -195,9 +200,7 @@ void gated_delta_net_sublayer(const LayerContext& ctx, const LayerWeights& w, in
   ProjectionInput xn(ctx, s.norm.data());
   project_inputs(ctx, w, xn);  // s.mix = [q|k|v] (pre-conv), s.z, s.beta, s.decay (= g)
   const auto sequences = rows_by_sequence(ctx.batch);
-  for (const auto& [seq, rows] : sequences) {
-    causal_conv(ctx, w.ssm_conv1d.data, ctx.recurrent->conv(il, seq), rows);  // s.conv
-  }
+  causal_conv(ctx, il, w.ssm_conv1d.data, sequences);  // s.conv
   activate_qkv(ctx);                                  // silu, l2norm(q), l2norm(k)
   delta_rule(ctx, il, sequences, options);            // s.delta = o, state updated
   gated_norm(ctx, w);                                 // o = rms(o) * ssm_norm * silu(z)

@@ -36,6 +36,10 @@ std::string Metrics::render(const runtime::Engine* engine, const Scheduler* sche
            static_cast<double>(s.checkpoints_saved));
     metric(out, "strata_checkpoints_restored_total", "counter", "recurrent-state checkpoints a request resumed from",
            static_cast<double>(s.checkpoints_restored));
+    metric(out, "strata_decode_calls_total", "counter", "engine calls (each decodes every active slot's next rows)",
+           static_cast<double>(s.decode_calls));
+    metric(out, "strata_busy_slots_per_decode", "gauge", "slots fed per engine call, on average",
+           s.decode_calls > 0 ? static_cast<double>(s.decode_slots) / static_cast<double>(s.decode_calls) : 0);
     metric(out, "strata_decode_seconds_total", "counter", "time spent in decode calls", s.decode_seconds);
     metric(out, "strata_tokens_per_second", "gauge", "prompt and generated tokens per second of decode time",
            s.decode_seconds > 0 ? static_cast<double>(s.prompt_tokens + s.generated_tokens) / s.decode_seconds : 0);

@@ -95,7 +95,7 @@ void Scheduler::stop() {
   for (auto& r : queue_) r->finish("", "server shutting down", ErrorCode::kUnavailable);
 }
 
-Result<std::shared_ptr<Request>> Scheduler::submit(GenerationParams params, CacheHints hints) {
+Status Scheduler::check(const GenerationParams& params) const {
   if (params.prompt.empty()) return make_error(ErrorCode::kInvalidArgument, "the prompt is empty");
   const int32_t ctx = engine_.n_ctx_per_seq();
   if (static_cast<int32_t>(params.prompt.size()) >= ctx) {
@@ -106,6 +106,11 @@ Result<std::shared_ptr<Request>> Scheduler::submit(GenerationParams params, Cach
   if (auto s = sampling::validate(params.sampling); !s.ok()) {
     return with_code(std::move(s).error(), ErrorCode::kInvalidArgument);
   }
+  return {};
+}
+
+Result<std::shared_ptr<Request>> Scheduler::submit(GenerationParams params, CacheHints hints) {
+  STRATA_TRY(check(params));
   auto req = std::make_shared<Request>(std::move(params), hints);
   {
     std::lock_guard lock(mu_);
@@ -115,6 +120,26 @@ Result<std::shared_ptr<Request>> Scheduler::submit(GenerationParams params, Cach
   }
   cv_.notify_all();
   return req;
+}
+
+Result<std::vector<std::shared_ptr<Request>>> Scheduler::submit_all(std::vector<GenerationParams> params) {
+  std::vector<std::shared_ptr<Request>> reqs;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (auto s = check(params[i]); !s.ok()) {
+      Error e = std::move(s).error();
+      e.message = fmt::format("request {}: {}", i, e.message);
+      return e;
+    }
+    reqs.push_back(std::make_shared<Request>(std::move(params[i])));
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return make_error(ErrorCode::kUnavailable, "server shutting down");
+    for (const auto& r : reqs) queue_.push_back(r);
+    stats_.requests_total += reqs.size();
+  }
+  cv_.notify_all();
+  return reqs;
 }
 
 SchedulerStats Scheduler::stats() const {
@@ -331,33 +356,37 @@ bool Scheduler::drop_cancelled_and_prepare_new() {
   return true;
 }
 
-// Tokens being generated go first, one row each; prompt chunks fill the rest of the batch. Returns the
-// prompt tokens added; rows gets the slot of each row that wants logits, in batch order.
-int64_t Scheduler::fill_batch(model::Batch& batch, std::vector<Slot*>& rows) {
+// Tokens being generated go first, one row each; prompt chunks fill the rest of the batch, so one
+// engine call reads the weights once for every active slot. rows gets the slot of each row that
+// wants logits, in batch order.
+Scheduler::Filled Scheduler::fill_batch(model::Batch& batch, std::vector<Slot*>& rows) {
+  Filled filled;
   std::vector<Slot*> prompting;
   for (auto& slot : slots_) {
     if (!slot->active()) continue;
     if (!slot->gen->generating()) {
       prompting.push_back(slot.get());
-    } else if (slot->gen->feed(batch, engine_.n_batch()).wants_logits) {
-      rows.push_back(slot.get());
+      continue;
     }
+    ++filled.slots;
+    if (slot->gen->feed(batch, engine_.n_batch()).wants_logits) rows.push_back(slot.get());
   }
-  int64_t prompt_tokens = 0;
   for (Slot* slot : prompting) {
     const runtime::Feed fed = slot->gen->feed(batch, engine_.n_batch());
-    prompt_tokens += fed.prompt_rows;
+    filled.prompt_tokens += fed.prompt_rows;
+    filled.slots += fed.prompt_rows > 0;
     if (fed.wants_logits) rows.push_back(slot);
   }
-  return prompt_tokens;
+  return filled;
 }
 
 void Scheduler::step() {
   if (!drop_cancelled_and_prepare_new()) return;
   model::Batch batch;
   std::vector<Slot*> rows;
-  const int64_t prompt_tokens = fill_batch(batch, rows);
+  const Filled filled = fill_batch(batch, rows);
   if (batch.size() == 0) return;
+  spdlog::debug("decode: {} rows ({} of prompts) for {} slots", batch.size(), filled.prompt_tokens, filled.slots);
 
   // A remote output stage sends only the candidates every row's sampler can keep (0: whole rows).
   int32_t top_k = 1;
@@ -376,7 +405,9 @@ void Scheduler::step() {
   {
     std::lock_guard lock(mu_);
     stats_.decode_seconds += seconds;
-    stats_.prompt_tokens += prompt_tokens;
+    stats_.prompt_tokens += filled.prompt_tokens;
+    ++stats_.decode_calls;
+    stats_.decode_slots += filled.slots;
   }
   std::vector<Slot*> all;
   for (auto& slot : slots_) all.push_back(slot.get());

@@ -88,6 +88,11 @@ struct SchedulerStats {
   uint64_t checkpoints_saved = 0;
   uint64_t checkpoints_restored = 0;
   uint64_t generated_tokens = 0;
+  // Engine calls, and the slots fed over them: every call takes the next rows of every active slot,
+  // so slots per call near the active count says they decode together (llama-server's
+  // n_busy_slots_per_decode).
+  uint64_t decode_calls = 0;
+  uint64_t decode_slots = 0;
   double decode_seconds = 0;
   int32_t queue_depth = 0;
   int32_t active_slots = 0;
@@ -121,6 +126,9 @@ class Scheduler {
 
   // Queues a request. Fails (bad request) when the prompt does not fit the slot's context.
   Result<std::shared_ptr<Request>> submit(GenerationParams params, CacheHints hints = {});
+  // Queues several requests under one lock, so that those with a free slot start in the same step;
+  // none is queued when one fails submit()'s checks (the error names its index).
+  Result<std::vector<std::shared_ptr<Request>>> submit_all(std::vector<GenerationParams> params);
   SchedulerStats stats() const;
   std::vector<SlotInfo> slots() const;
   int32_t n_slots() const { return static_cast<int32_t>(slots_.size()); }
@@ -137,7 +145,12 @@ class Scheduler {
   Status reuse_prefix(Slot& slot, int32_t n);
   Status save_checkpoint(Slot& slot, int32_t pos);
   void save_due_checkpoints(const std::vector<Slot*>& slots);
-  int64_t fill_batch(model::Batch& batch, std::vector<Slot*>& rows);
+  struct Filled {
+    int64_t prompt_tokens = 0;
+    int32_t slots = 0;
+  };
+  Filled fill_batch(model::Batch& batch, std::vector<Slot*>& rows);
+  Status check(const GenerationParams& params) const;
   void fail_active(const Error& error);
   void release(Slot& slot, bool cancelled = false);
   void emit(Slot& slot, std::span<const float> logits);

@@ -66,14 +66,18 @@ void matmul_rows(const MatrixView& w, const QuantizedActivations& x, int64_t x_f
 }
 
 void matmul_batch(std::span<const MatmulJob> jobs, ThreadPool& pool) {
-  // The jobs' rows side by side form one range. One token streams the weights: each thread walks a
-  // contiguous share. Several tokens are compute-bound: 16-row blocks every token reuses from cache.
-  // Each job starts on a multiple of 16 so that repacked jobs get whole groups.
+  // The jobs' rows side by side form one range. Up to kStreamTokens tokens (decode, and several
+  // server slots decoding together) read every weight once and stream them: each thread walks a
+  // contiguous share, so the prefetchers stay ahead (16-row blocks handed out in turn halve the read
+  // speed, bench/README.md). More tokens are compute-bound: 16-row blocks every token reuses from
+  // cache. Each job starts on a multiple of 16 so that repacked jobs get whole groups. Which thread
+  // computes a row changes no bit of it.
+  constexpr int64_t kStreamTokens = 8;
   std::vector<int64_t> first_row(jobs.size() + 1, 0);
-  bool one_token = true;
+  bool streaming = true;
   for (size_t j = 0; j < jobs.size(); ++j) {
     first_row[j + 1] = first_row[j] + (jobs[j].w.rows + kRepackRows - 1) / kRepackRows * kRepackRows;
-    one_token = one_token && jobs[j].n_tokens == 1;
+    streaming = streaming && jobs[j].n_tokens <= kStreamTokens;
   }
   const int64_t total = first_row.back();
   auto rows = [&](int64_t g0, int64_t g1) {
@@ -86,7 +90,7 @@ void matmul_batch(std::span<const MatmulJob> jobs, ThreadPool& pool) {
       if (r1 > r0) matmul_rows(job.w, *job.x, job.x_first, job.n_tokens, job.y, job.y_stride, r0, r1);
     }
   };
-  if (one_token) {
+  if (streaming) {
     pool.parallel_for_shares(total, kDecodeRowsPerStep, rows);
   } else {
     pool.parallel_for(total, 16, rows);
