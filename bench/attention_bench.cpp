@@ -7,6 +7,7 @@
 //   ./strata_microbench --benchmark_filter='attention/decode'
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -102,9 +103,12 @@ void run_case(benchmark::State& state, Case c, bool flash) {
   memory::KvCache& cache = *kv;
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> row(std::max(cfg.n_embd_k, cfg.n_embd_v));
   for (int32_t p = 0; p < c.ctx; ++p) {
-    for (int32_t i = 0; i < cfg.n_embd_k; ++i) cache.k(0, 0, p)[i] = fp32_to_fp16(u(rng));
-    for (int32_t i = 0; i < cfg.n_embd_v; ++i) cache.v(0, 0, p)[i] = fp32_to_fp16(u(rng));
+    for (float& x : row) x = u(rng);
+    cache.write_k(0, 0, p, row.data());
+    for (float& x : row) x = u(rng);
+    cache.write_v(0, 0, p, row.data());
   }
   Batch batch;
   for (int32_t t = 0; t < c.tokens; ++t) batch.add(0, c.ctx - c.tokens + t, 0, true);

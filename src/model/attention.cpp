@@ -7,6 +7,7 @@
 #include "base/dtype.h"
 #include "memory/kv_cache.h"
 #include "tensor/attention_kernels.h"
+#include "tensor/quants.h"
 #include "tensor/thread_pool.h"
 
 namespace strata::model {
@@ -19,6 +20,19 @@ struct TokenBlock {
   int32_t first;  // into the seq-sorted token order
   int32_t count;
 };
+
+// Q meets the keys in the format llama.cpp's flash attention converts it to for their type (its
+// vec_dot_type): F16 for F16 keys, Q8_0 for Q8_0 and Q4_0 keys. Here it is rounded through that
+// format and back, so the kernel's F32 dot sees the values llama.cpp's dot sees.
+void round_query(DType k_type, const float* q, float* out, int32_t dk, std::vector<uint8_t>& q8) {
+  if (k_type == DType::F16) {
+    for (int32_t d = 0; d < dk; ++d) out[d] = fp16_to_fp32(fp32_to_fp16(q[d]));
+    return;
+  }
+  q8.resize(row_bytes(DType::Q8_0, dk));
+  tensor::quantize_activations(DType::Q8_0, q, q8.data(), dk);
+  tensor::dequantize_row(DType::Q8_0, q8.data(), out, dk);
+}
 
 void attend_with(const LayerContext& ctx, int il, const float* q_all, float* out, tensor::AttentionFn kernel) {
   const HParams& hp = ctx.hp;
@@ -47,6 +61,7 @@ void attend_with(const LayerContext& ctx, int il, const float* q_all, float* out
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
   ctx.pool.parallel_for(static_cast<int64_t>(blocks.size()) * per_block, 1, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> q16;
+    thread_local std::vector<uint8_t> q8;
     thread_local std::vector<const float*> q_rows;
     thread_local std::vector<float*> out_rows;
     thread_local std::vector<int32_t> n_kv;
@@ -64,10 +79,9 @@ void attend_with(const LayerContext& ctx, int il, const float* q_all, float* out
         const int32_t t = order[b.first + j];
         for (int32_t h = 0; h < nh; ++h) {
           const int32_t r = j * nh + h;
-          // Q meets the F16 keys in F16, as llama.cpp's flash attention does.
           const float* q = q_all + (int64_t{t} * hp.n_head + h0 + h) * dk;
           float* qr = q16.data() + int64_t{r} * dk;
-          for (int32_t d = 0; d < dk; ++d) qr[d] = fp16_to_fp32(fp32_to_fp16(q[d]));
+          round_query(kv.config().type_k, q, qr, dk, q8);
           q_rows[r] = qr;
           out_rows[r] = out + (int64_t{t} * hp.n_head + h0 + h) * dv;
           n_kv[r] = batch.pos[t] + 1;
@@ -79,10 +93,12 @@ void attend_with(const LayerContext& ctx, int il, const float* q_all, float* out
       task.q = q_rows.data();
       task.out = out_rows.data();
       task.n_kv = n_kv.data();
-      task.k = kv.k(il, seq, 0) + int64_t{hk} * dk;
-      task.v = kv.v(il, seq, 0) + int64_t{hk} * dv;
-      task.k_stride = kv.config().n_embd_k;
-      task.v_stride = kv.config().n_embd_v;
+      task.k = kv.k(il, seq, 0) + row_bytes(kv.config().type_k, int64_t{hk} * dk);
+      task.v = kv.v(il, seq, 0) + row_bytes(kv.config().type_v, int64_t{hk} * dv);
+      task.k_stride_bytes = static_cast<int64_t>(kv.k_row_bytes());
+      task.v_stride_bytes = static_cast<int64_t>(kv.v_row_bytes());
+      task.k_type = kv.config().type_k;
+      task.v_type = kv.config().type_v;
       task.dk = dk;
       task.dv = dv;
       task.scale = scale;

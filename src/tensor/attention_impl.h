@@ -5,7 +5,8 @@
 // S provides: W (lanes), V (vector type), kValueVectors (V accumulation width in vectors),
 // zero/set1/load/store/add/sub/mul/max/fma(a, b, c) = a*b + c, hsum/hmax, hsum8(a[8], scale, out)
 // (out[i] = sum of a[i]'s lanes * scale), f16_to_f32(src, dst, n, n_pad) (zero-filled to n_pad) and
-// exp(x) for x <= 0 or -inf (exactly 0 for -inf).
+// exp(x) for x <= 0 or -inf (exactly 0 for -inf). Q8_0 / Q4_0 rows are dequantized by the plain
+// loops below (d * q is exact in F32, so every ISA gets the same floats).
 //
 // Determinism: every (row, position) score is one accumulator over d in a fixed order, every row's
 // max, sum and accumulator updates are per row in position order, and the tiles sit at absolute
@@ -20,11 +21,34 @@
 #include <vector>
 
 #include "tensor/attention_kernels.h"
+#include "tensor/blocks.h"
 
 namespace strata::tensor::detail {
 namespace {
 
 constexpr int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// One cache row of n elements (whole blocks) to F32, zero-filled to n_pad: dequantize_row's formulas.
+void dequantize_q8_0(const uint8_t* src, float* dst, int64_t n, int64_t n_pad) {
+  const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
+    const float d = fp16_to_fp32(b[i].d);
+    for (int j = 0; j < kQK; ++j) dst[j] = static_cast<float>(b[i].qs[j]) * d;
+  }
+  for (int64_t i = n; i < n_pad; ++i) dst[i - n] = 0.0f;
+}
+
+void dequantize_q4_0(const uint8_t* src, float* dst, int64_t n, int64_t n_pad) {
+  const auto* b = reinterpret_cast<const BlockQ4_0*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
+    const float d = fp16_to_fp32(b[i].d);
+    for (int j = 0; j < kQK / 2; ++j) {
+      dst[j] = static_cast<float>((b[i].qs[j] & 15) - 8) * d;
+      dst[j + kQK / 2] = static_cast<float>((b[i].qs[j] >> 4) - 8) * d;
+    }
+  }
+  for (int64_t i = n; i < n_pad; ++i) dst[i - n] = 0.0f;
+}
 
 // Per-thread working memory (each instantiating file has its own).
 struct AttentionWork {
@@ -40,6 +64,15 @@ struct AttentionKernel {
   // scores[p] = (q . kt[p]) * scale for p < round_up(n, 8): eight keys per q load, and their eight
   // sums reduced together (the same reduction tree for every position, whatever n is). K rows are dkp
   // floats apart; rows past the tile's end hold stale values whose scores are never used.
+  // A K or V row of the cache's type to F32 (the F16 path is S's own conversion).
+  static void to_f32(DType type, const uint8_t* src, float* dst, int64_t n, int64_t n_pad) {
+    switch (type) {
+      case DType::Q8_0: return dequantize_q8_0(src, dst, n, n_pad);
+      case DType::Q4_0: return dequantize_q4_0(src, dst, n, n_pad);
+      default: return S::f16_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n, n_pad);
+    }
+  }
+
   static void scores(const float* q, const float* kt, int64_t dkp, int32_t n, float scale, float* out) {
     for (int32_t p = 0; p < n; p += 8) {
       const float* k = kt + p * dkp;
@@ -124,8 +157,8 @@ struct AttentionKernel {
     for (int32_t p0 = 0; p0 < n_max; p0 += P) {
       const int32_t np = std::min(P, n_max - p0);
       for (int32_t p = 0; p < np; ++p) {
-        S::f16_to_f32(t.k + (p0 + p) * t.k_stride, ws.kt.data() + p * dkp, t.dk, dkp);
-        S::f16_to_f32(t.v + (p0 + p) * t.v_stride, ws.vt.data() + p * dvp, t.dv, dvp);
+        to_f32(t.k_type, t.k + (p0 + p) * t.k_stride_bytes, ws.kt.data() + p * dkp, t.dk, dkp);
+        to_f32(t.v_type, t.v + (p0 + p) * t.v_stride_bytes, ws.vt.data() + p * dvp, t.dv, dvp);
       }
       // Scores and weights, row by row: the running max moves once per tile.
       for (int32_t r = 0; r < R; ++r) {
