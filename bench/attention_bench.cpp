@@ -56,11 +56,11 @@ void attend_old(const LayerContext& ctx, int il, const float* q_all, float* out)
       float sum = 0.0f;
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int32_t p = 0; p <= pos; ++p) {
-        const uint16_t* k = kv.k(il, seq, p) + hk * dk;
+        const uint16_t* k = reinterpret_cast<const uint16_t*>(kv.k(il, seq, p)) + hk * dk;  // F16 cache
         float dot = 0.0f;
         for (int32_t d = 0; d < dk; ++d) dot += qh[d] * f16[k[d]];
         const float score = dot * scale;
-        const uint16_t* v = kv.v(il, seq, p) + hk * dv;
+        const uint16_t* v = reinterpret_cast<const uint16_t*>(kv.v(il, seq, p)) + hk * dv;
         if (score > m) {
           const float c = std::exp(m - score);
           sum *= c;
