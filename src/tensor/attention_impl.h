@@ -61,9 +61,6 @@ struct AttentionKernel {
   using V = typename S::V;
   static constexpr int W = S::W;
 
-  // scores[p] = (q . kt[p]) * scale for p < round_up(n, 8): eight keys per q load, and their eight
-  // sums reduced together (the same reduction tree for every position, whatever n is). K rows are dkp
-  // floats apart; rows past the tile's end hold stale values whose scores are never used.
   // A K or V row of the cache's type to F32 (the F16 path is S's own conversion).
   static void to_f32(DType type, const uint8_t* src, float* dst, int64_t n, int64_t n_pad) {
     switch (type) {
@@ -73,6 +70,9 @@ struct AttentionKernel {
     }
   }
 
+  // scores[p] = (q . kt[p]) * scale for p < round_up(n, 8): eight keys per q load, and their eight
+  // sums reduced together (the same reduction tree for every position, whatever n is). K rows are dkp
+  // floats apart; rows past the tile's end hold stale values whose scores are never used.
   static void scores(const float* q, const float* kt, int64_t dkp, int32_t n, float scale, float* out) {
     for (int32_t p = 0; p < n; p += 8) {
       const float* k = kt + p * dkp;
