@@ -83,7 +83,7 @@ struct Case {
   int32_t n_head, n_head_kv, dim, ctx, tokens;
 };
 
-void run_case(benchmark::State& state, Case c, bool flash) {
+void run_case(benchmark::State& state, Case c, bool flash, DType type) {
   HParams hp;
   hp.n_layer = 1;
   hp.n_head = c.n_head;
@@ -95,6 +95,7 @@ void run_case(benchmark::State& state, Case c, bool flash) {
   cfg.n_embd_k = hp.n_embd_k_gqa();
   cfg.n_embd_v = hp.n_embd_v_gqa();
   cfg.n_ctx_per_seq = c.ctx;
+  cfg.type_k = cfg.type_v = type;
   auto kv = memory::KvCache::create(cfg);
   if (!kv.ok()) {
     state.SkipWithError("KV cache allocation failed");
@@ -129,7 +130,7 @@ void run_case(benchmark::State& state, Case c, bool flash) {
   }
   double positions = 0;  // attended (query row, position) pairs per call
   for (int32_t t = 0; t < c.tokens; ++t) positions += static_cast<double>(c.n_head) * (batch.pos[t] + 1);
-  const double kv_bytes = static_cast<double>(c.ctx) * (cfg.n_embd_k + cfg.n_embd_v) * 2;
+  const double kv_bytes = static_cast<double>(cache.bytes());  // the rows read, in the cache's type
   state.counters["KV_GB/s"] = benchmark::Counter(kv_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] =
       benchmark::Counter(positions * 4.0 * c.dim * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
@@ -145,7 +146,12 @@ const bool registered = [] {
                              std::to_string(c.n_head_kv) + "/d" + std::to_string(c.dim) + "/ctx" + std::to_string(c.ctx);
     for (bool flash : {true, false}) {
       benchmark::RegisterBenchmark((base + (flash ? "/new" : "/old")).c_str(),
-                                   [c, flash](benchmark::State& s) { run_case(s, c, flash); })
+                                   [c, flash](benchmark::State& s) { run_case(s, c, flash, DType::F16); })
+          ->Unit(benchmark::kMicrosecond);
+    }
+    for (DType type : {DType::Q8_0, DType::Q4_0}) {  // -ctk / -ctv: the tiles dequantize each row
+      benchmark::RegisterBenchmark((base + "/new/" + memory::kv_type_name(type)).c_str(),
+                                   [c, type](benchmark::State& s) { run_case(s, c, true, type); })
           ->Unit(benchmark::kMicrosecond);
     }
   }
