@@ -7,6 +7,7 @@
 //   ./strata_microbench --benchmark_filter='attention/decode'
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -55,11 +56,11 @@ void attend_old(const LayerContext& ctx, int il, const float* q_all, float* out)
       float sum = 0.0f;
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int32_t p = 0; p <= pos; ++p) {
-        const uint16_t* k = kv.k(il, seq, p) + hk * dk;
+        const uint16_t* k = reinterpret_cast<const uint16_t*>(kv.k(il, seq, p)) + hk * dk;  // F16 cache
         float dot = 0.0f;
         for (int32_t d = 0; d < dk; ++d) dot += qh[d] * f16[k[d]];
         const float score = dot * scale;
-        const uint16_t* v = kv.v(il, seq, p) + hk * dv;
+        const uint16_t* v = reinterpret_cast<const uint16_t*>(kv.v(il, seq, p)) + hk * dv;
         if (score > m) {
           const float c = std::exp(m - score);
           sum *= c;
@@ -82,7 +83,7 @@ struct Case {
   int32_t n_head, n_head_kv, dim, ctx, tokens;
 };
 
-void run_case(benchmark::State& state, Case c, bool flash) {
+void run_case(benchmark::State& state, Case c, bool flash, DType type) {
   HParams hp;
   hp.n_layer = 1;
   hp.n_head = c.n_head;
@@ -94,6 +95,7 @@ void run_case(benchmark::State& state, Case c, bool flash) {
   cfg.n_embd_k = hp.n_embd_k_gqa();
   cfg.n_embd_v = hp.n_embd_v_gqa();
   cfg.n_ctx_per_seq = c.ctx;
+  cfg.type_k = cfg.type_v = type;
   auto kv = memory::KvCache::create(cfg);
   if (!kv.ok()) {
     state.SkipWithError("KV cache allocation failed");
@@ -102,9 +104,12 @@ void run_case(benchmark::State& state, Case c, bool flash) {
   memory::KvCache& cache = *kv;
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> row(std::max(cfg.n_embd_k, cfg.n_embd_v));
   for (int32_t p = 0; p < c.ctx; ++p) {
-    for (int32_t i = 0; i < cfg.n_embd_k; ++i) cache.k(0, 0, p)[i] = fp32_to_fp16(u(rng));
-    for (int32_t i = 0; i < cfg.n_embd_v; ++i) cache.v(0, 0, p)[i] = fp32_to_fp16(u(rng));
+    for (float& x : row) x = u(rng);
+    cache.write_k(0, 0, p, row.data());
+    for (float& x : row) x = u(rng);
+    cache.write_v(0, 0, p, row.data());
   }
   Batch batch;
   for (int32_t t = 0; t < c.tokens; ++t) batch.add(0, c.ctx - c.tokens + t, 0, true);
@@ -125,7 +130,7 @@ void run_case(benchmark::State& state, Case c, bool flash) {
   }
   double positions = 0;  // attended (query row, position) pairs per call
   for (int32_t t = 0; t < c.tokens; ++t) positions += static_cast<double>(c.n_head) * (batch.pos[t] + 1);
-  const double kv_bytes = static_cast<double>(c.ctx) * (cfg.n_embd_k + cfg.n_embd_v) * 2;
+  const double kv_bytes = static_cast<double>(cache.bytes());  // the rows read, in the cache's type
   state.counters["KV_GB/s"] = benchmark::Counter(kv_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] =
       benchmark::Counter(positions * 4.0 * c.dim * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
@@ -141,7 +146,12 @@ const bool registered = [] {
                              std::to_string(c.n_head_kv) + "/d" + std::to_string(c.dim) + "/ctx" + std::to_string(c.ctx);
     for (bool flash : {true, false}) {
       benchmark::RegisterBenchmark((base + (flash ? "/new" : "/old")).c_str(),
-                                   [c, flash](benchmark::State& s) { run_case(s, c, flash); })
+                                   [c, flash](benchmark::State& s) { run_case(s, c, flash, DType::F16); })
+          ->Unit(benchmark::kMicrosecond);
+    }
+    for (DType type : {DType::Q8_0, DType::Q4_0}) {  // -ctk / -ctv: the tiles dequantize each row
+      benchmark::RegisterBenchmark((base + "/new/" + memory::kv_type_name(type)).c_str(),
+                                   [c, type](benchmark::State& s) { run_case(s, c, true, type); })
           ->Unit(benchmark::kMicrosecond);
     }
   }

@@ -71,7 +71,7 @@ Command add_bench(CLI::App& app) {
                             {"model_type", m.hparams().arch + " " + type}, {"model_size", model_size},
                             {"model_n_params", m.n_params()}, {"model_n_params_active", m.n_active_params()},
                             {"n_batch", f->model.n_batch}, {"n_ubatch", f->model.n_batch}, {"n_threads", e.n_threads()},
-                            {"n_nodes", e.plan().nodes.size()}, {"type_k", "f16"}, {"type_v", "f16"},
+                            {"n_nodes", e.plan().nodes.size()}, {"type_k", f->model.llama.cache_type_k}, {"type_v", f->model.llama.cache_type_v},
                             {"n_prompt", r.n_prompt}, {"n_gen", r.n_gen}, {"n_depth", r.n_depth}, {"test_time", std::time(nullptr)},
                             {"avg_ns", r.avg_ns()}, {"stddev_ns", r.stddev_ns()}, {"avg_ts", r.avg_ts()},
                             {"stddev_ts", r.stddev_ts()}, {"samples_ns", r.samples_ns}};

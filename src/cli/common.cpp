@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include "memory/kv_cache.h"
 #include "net/model_identity.h"
 
 namespace strata::cli {
@@ -56,6 +57,8 @@ Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::Loca
   o.n_threads = f.n_threads;
   o.n_batch = f.llama.n_ubatch > 0 ? std::min(f.n_batch, f.llama.n_ubatch) : f.n_batch;
   o.n_seq = f.n_seq;
+  STRATA_ASSIGN(o.type_k, memory::parse_kv_type(f.llama.cache_type_k));
+  STRATA_ASSIGN(o.type_v, memory::parse_kv_type(f.llama.cache_type_v));
   const ClusterFlags& c = f.cluster;
   runtime::ClusterOptions& cluster = o.cluster;
   if (!c.rpc.empty()) {

@@ -1,10 +1,13 @@
 #include "cli/llama_flags.h"
 
+#include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+
+#include "memory/kv_cache.h"
 
 namespace strata::cli {
 namespace {
@@ -33,14 +36,16 @@ std::function<std::string()> always(std::string why) {
   return [why = std::move(why)] { return why; };
 }
 
-void add_cache_type(CLI::App& cmd, LlamaFlags& f, const char* names, std::string& value) {
-  CLI::Option* o = cmd.add_option(names, value, "KV cache type (only f16 exists here)")
-                       ->capture_default_str()
-                       ->group(kGroup)
-                       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"}));
-  f.notices.emplace_back(o, [&value] {
-    return value == "f16" ? std::string() : "quantized or f32 KV caches are not implemented yet; the cache stays f16";
-  });
+// llama.cpp's -ctk / -ctv: the types this cache implements; any other value (llama.cpp's f32, bf16,
+// q4_1, iq4_nl, q5_0, q5_1 included) is refused with the list.
+void add_cache_type(CLI::App& cmd, const char* names, const char* what, std::string& value) {
+  cmd.add_option(names, value, fmt::format("{} cache type: f16, q8_0 or q4_0", what))
+      ->capture_default_str()
+      ->group(kGroup)
+      ->check([](const std::string& v) {
+        auto t = memory::parse_kv_type(v);
+        return t.ok() ? std::string() : t.error().message;
+      });
 }
 
 void add_log_flags(CLI::App& cmd, LlamaFlags& f) {
@@ -114,8 +119,8 @@ void add_llama_flags(CLI::App& cmd, LlamaFlags& f) {
                              ->group(kGroup)
                              ->check(CLI::IsMember({"on", "off"})),
                          always("the planner places every tensor from the nodes' memory; there is nothing to fit"));
-  add_cache_type(cmd, f, "--cache-type-k", f.cache_type_k);
-  add_cache_type(cmd, f, "--cache-type-v", f.cache_type_v);
+  add_cache_type(cmd, "--cache-type-k", "(-ctk) K", f.cache_type_k);
+  add_cache_type(cmd, "--cache-type-v", "(-ctv) V", f.cache_type_v);
   f.notices.emplace_back(
       cmd.add_flag("--mlock", f.mlock, "ignored: weights are memory-mapped, not locked")->group(kGroup),
       always("not implemented: the weights stay memory-mapped and may be paged out"));

@@ -20,9 +20,10 @@ struct LlamaFlags {
   bool log_disable = false;  // --log-disable: no log at all
   std::string log_colors;    // --log-colors on|off|auto; empty: unset
   int32_t n_ubatch = 0;      // -ub: caps -b (both are the largest batch one decode call takes); 0 unset
+  std::string cache_type_k = "f16", cache_type_v = "f16";  // -ctk / -ctv: f16, q8_0 or q4_0 (checked)
 
   // Accepted for compatibility; each one given prints why it has no effect here.
-  std::string flash_attn, fit, cache_type_k = "f16", cache_type_v = "f16", split_mode = "layer", numa, device;
+  std::string flash_attn, fit, split_mode = "layer", numa, device;
   int32_t main_gpu = 0, prio = 0, poll = 50, n_cpu_moe = 0, threads_batch = 0;
   bool mlock = false, no_mmap = false, mmap = false, cpu_moe = false, kv_offload = false, no_kv_offload = false;
   bool offline = false;

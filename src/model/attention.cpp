@@ -7,6 +7,7 @@
 #include "base/dtype.h"
 #include "memory/kv_cache.h"
 #include "tensor/attention_kernels.h"
+#include "tensor/quants.h"
 #include "tensor/thread_pool.h"
 
 namespace strata::model {
@@ -21,10 +22,24 @@ struct TokenBlock {
   int32_t count;
 };
 
+// Q meets the keys in the format llama.cpp's flash attention converts it to for their type (its
+// vec_dot_type): F16 for F16 keys, Q8_0 for Q8_0 and Q4_0 keys. Here it is rounded through that
+// format and back, so the kernel's F32 dot sees the values llama.cpp's dot sees.
+void round_query(DType k_type, const float* q, float* out, int32_t dk, std::vector<uint8_t>& q8) {
+  if (k_type == DType::F16) {
+    for (int32_t d = 0; d < dk; ++d) out[d] = fp16_to_fp32(fp32_to_fp16(q[d]));
+    return;
+  }
+  q8.resize(row_bytes(DType::Q8_0, dk));
+  tensor::quantize_activations(DType::Q8_0, q, q8.data(), dk);
+  tensor::dequantize_row(DType::Q8_0, q8.data(), out, dk);
+}
+
 // The query rows of one work item (a token block x a run of heads of one KV group), set up as the
-// kernel takes them. Q meets the F16 keys in F16, as llama.cpp's flash attention does.
+// kernel takes them (queries rounded as round_query says).
 struct ItemRows {
   std::vector<float> q16;
+  std::vector<uint8_t> q8;
   std::vector<const float*> q;
   std::vector<float*> out;
   std::vector<int32_t> n_kv;
@@ -167,7 +182,7 @@ void Attention::setup(int64_t item, ItemRows& rows) const {
       const int32_t r = j * nh + h;
       const float* q = q_all_ + (int64_t{t} * hp.n_head + h0 + h) * dk;
       float* qr = rows.q16.data() + int64_t{r} * dk;
-      for (int32_t d = 0; d < dk; ++d) qr[d] = fp16_to_fp32(fp32_to_fp16(q[d]));
+      round_query(kv.config().type_k, q, qr, dk, rows.q8);
       rows.q[r] = qr;
       rows.out[r] = out_ + (int64_t{t} * hp.n_head + h0 + h) * dv;
       rows.n_kv[r] = ctx_.batch.pos[t] + 1;
@@ -180,10 +195,12 @@ void Attention::setup(int64_t item, ItemRows& rows) const {
   task.q = rows.q.data();
   task.out = rows.out.data();
   task.n_kv = rows.n_kv.data();
-  task.k = kv.k(il_, seq, 0) + int64_t{hk} * dk;
-  task.v = kv.v(il_, seq, 0) + int64_t{hk} * dv;
-  task.k_stride = kv.config().n_embd_k;
-  task.v_stride = kv.config().n_embd_v;
+  task.k = kv.k(il_, seq, 0) + row_bytes(kv.config().type_k, int64_t{hk} * dk);
+  task.v = kv.v(il_, seq, 0) + row_bytes(kv.config().type_v, int64_t{hk} * dv);
+  task.k_stride_bytes = static_cast<int64_t>(kv.k_row_bytes());
+  task.v_stride_bytes = static_cast<int64_t>(kv.v_row_bytes());
+  task.k_type = kv.config().type_k;
+  task.v_type = kv.config().type_v;
   task.dk = dk;
   task.dv = dv;
   task.scale = 1.0f / std::sqrt(static_cast<float>(dk));

@@ -10,8 +10,8 @@
 namespace strata::model {
 namespace {
 
-// Per token: QK-norm (when bound), rotary embedding of q and k, and k, v written to the F16 cache
-// (llama.cpp's default cache type) at the token's position.
+// Per token: QK-norm (when bound), rotary embedding of q and k, and k, v written to the cache in its
+// type (F16 by default, as llama.cpp's) at the token's position.
 void rotate_and_cache(const LayerContext& ctx, const LayerWeights& w, int il, float* q_all, float* k_all,
                       const float* v_all) {
   const HParams& hp = ctx.hp;
@@ -27,11 +27,8 @@ void rotate_and_cache(const LayerContext& ctx, const LayerWeights& w, int il, fl
       angles.compute(hp, ctx.batch.pos[t], ctx.global.rope_freqs.data);
       apply_rope(hp.rope_type, q, hp.n_head, dk, hp.n_rot, angles);
       apply_rope(hp.rope_type, k, hp.n_head_kv, dk, hp.n_rot, angles);
-      uint16_t* kc = kv.k(il, ctx.batch.seq[t], ctx.batch.pos[t]);
-      uint16_t* vc = kv.v(il, ctx.batch.seq[t], ctx.batch.pos[t]);
-      const float* vt = v_all + t * hp.n_embd_v_gqa();
-      for (int32_t i = 0; i < hp.n_embd_k_gqa(); ++i) kc[i] = fp32_to_fp16(k[i]);
-      for (int32_t i = 0; i < hp.n_embd_v_gqa(); ++i) vc[i] = fp32_to_fp16(vt[i]);
+      kv.write_k(il, ctx.batch.seq[t], ctx.batch.pos[t], k);
+      kv.write_v(il, ctx.batch.seq[t], ctx.batch.pos[t], v_all + t * hp.n_embd_v_gqa());
     }
   });
 }

@@ -107,8 +107,12 @@ memory::KvConfig kv_config(const HParams& hp, const Architecture& arch, const St
   }
   kv.n_embd_k = hp.n_embd_k_gqa();
   kv.n_embd_v = hp.n_embd_v_gqa();
+  kv.head_dim_k = hp.head_dim_k;
+  kv.head_dim_v = hp.head_dim_v;
   kv.n_seq = stage.n_seq;
   kv.n_ctx_per_seq = stage.n_ctx_per_seq;
+  kv.type_k = stage.type_k;
+  kv.type_v = stage.type_v;
   return kv;
 }
 

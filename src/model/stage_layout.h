@@ -24,6 +24,8 @@ struct StageConfig {
   int32_t n_batch = 512;
   int32_t n_threads = 1;
   int32_t n_checkpoints = 0;  // recurrent-state checkpoints kept per sequence (prompt caching)
+  DType type_k = DType::F16;  // KV cache types (memory::kv_type_supported)
+  DType type_v = DType::F16;
 };
 
 struct StageBytes {

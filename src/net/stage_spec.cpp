@@ -4,6 +4,7 @@
 
 #include "base/checked.h"
 #include "gguf/names.h"
+#include "memory/kv_cache.h"
 #include "net/model_identity.h"
 
 namespace strata::net {
@@ -21,6 +22,19 @@ bool is_hex_sha256(const std::string& s) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
   return true;
+}
+
+// A cache type field: empty (a coordinator that predates the field) is f16; anything else must be a
+// type this worker caches in, whose blocks fit the model's heads.
+Result<DType> spec_cache_type(const char* field, const std::string& name, int32_t head_dim) {
+  if (name.empty()) return DType::F16;
+  auto type = memory::parse_kv_type(name);
+  if (!type.ok()) return make_error("{}: {}", field, type.error().message);
+  if (head_dim % info(*type).block_elems != 0) {
+    return make_error("{} {}: the model's head_dim {} is not a multiple of the type's {}-element blocks", field, name,
+                      head_dim, info(*type).block_elems);
+  }
+  return *type;
 }
 
 }  // namespace
@@ -78,6 +92,8 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
     return make_error("n_checkpoints {} out of range 0..{}", spec.n_checkpoints(), kMaxCheckpoints);
   }
   c.n_checkpoints = spec.n_checkpoints();
+  STRATA_ASSIGN(c.type_k, spec_cache_type("cache_type_k", spec.cache_type_k(), hp.head_dim_k));
+  STRATA_ASSIGN(c.type_v, spec_cache_type("cache_type_v", spec.cache_type_v(), hp.head_dim_v));
   c.n_seq = spec.n_seq();
   c.n_ctx_per_seq = spec.n_ctx_per_seq();
   c.n_batch = spec.n_batch();
@@ -145,6 +161,8 @@ v1::StageSpec to_stage_spec(const model::Model& model, const model::StageConfig&
   spec.set_n_batch(stage.n_batch);
   spec.set_threads(stage.n_threads);
   spec.set_n_checkpoints(stage.n_checkpoints);
+  spec.set_cache_type_k(memory::kv_type_name(stage.type_k));
+  spec.set_cache_type_v(memory::kv_type_name(stage.type_v));
   for (const std::string& endpoint : forward_to) spec.add_forward_to(endpoint);
   return spec;
 }

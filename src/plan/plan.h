@@ -75,6 +75,8 @@ struct Request {
   int32_t n_gpu_layers = -1;              // -ngl: layers on the workers; -1 when not given
   std::vector<TensorOverride> overrides;  // -ot, in the order given
   bool strict_placement = false;          // an -ot pin that overrides -ts/-ngl is an error
+  DType type_k = DType::F16;              // -ctk / -ctv: KV cache types (memory::kv_type_supported)
+  DType type_v = DType::F16;
 };
 
 // One thing the planner decided, and why: data for /v1/cluster and tests; describe() gives the sentence.

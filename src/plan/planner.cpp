@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "gguf/names.h"
 #include "plan/internal.h"
@@ -19,6 +20,18 @@ Status validate(const model::Model& model, const std::vector<Node>& nodes, const
   if (r.n_ctx < r.n_seq) return make_error("plan: context {} is smaller than the number of sequences {}", r.n_ctx, r.n_seq);
   if (r.n_batch < 1) return make_error("plan: batch size {} must be positive", r.n_batch);
   if (nodes.size() > 4096) return make_error("plan: {} nodes is too many", nodes.size());
+  const model::HParams& hp = model.hparams();
+  for (const auto& [flag, type, head_dim] : {std::tuple{"-ctk", r.type_k, hp.head_dim_k}, std::tuple{"-ctv", r.type_v, hp.head_dim_v}}) {
+    if (!memory::kv_type_supported(type)) {
+      return make_error("plan: {} {}: {}", flag, memory::kv_type_name(type),
+                        memory::parse_kv_type(memory::kv_type_name(type)).error().message);
+    }
+    const int64_t block = info(type).block_elems;
+    if (head_dim % block != 0) {
+      return make_error("plan: {} {} stores blocks of {} elements, but this model's head_dim is {} (not a multiple of {})",
+                        flag, memory::kv_type_name(type), block, head_dim, block);
+    }
+  }
   std::set<std::string> seen;
   for (size_t i = 1; i < nodes.size(); ++i) {
     if (nodes[i].endpoint.empty()) return make_error("plan: worker {} ('{}') has no endpoint", i, nodes[i].name);

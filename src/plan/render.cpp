@@ -88,10 +88,10 @@ std::string placement_summary(const std::vector<Node>& nodes, const std::vector<
 std::string render(const Plan& p) {
   using detail::human_bytes;
   struct Row {
-    std::string cells[8];
+    std::string cells[9];
   };
   std::vector<Row> rows;
-  rows.push_back({{"node", "layers", "count", "weights", "KV", "state", "scratch", "total / usable"}});
+  rows.push_back({{"node", "layers", "count", "weights", "KV", "KV type", "state", "scratch", "total / usable"}});
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     const int32_t node = static_cast<int32_t>(n);
     std::vector<int32_t> layers;
@@ -103,22 +103,26 @@ std::string render(const Plan& p) {
     if (node == p.output_node) owned = owned.empty() ? "output" : owned + " + output";
     if (owned.empty()) owned = "-";
     const NodeBytes b = n < p.bytes.size() ? p.bytes[n] : NodeBytes{};
+    std::string kv_type = "-";  // K/V cache types, where the node keeps a cache
+    if (n < p.node_stages.size() && b.kv > 0) {
+      kv_type = memory::kv_type_name(p.node_stages[n].type_k) + "/" + memory::kv_type_name(p.node_stages[n].type_v);
+    }
     const std::string limit = p.nodes[n].memory_usable == kUnlimited ? "unlimited" : human_bytes(p.nodes[n].memory_usable);
     const std::string weights = human_bytes(b.weights) + (b.repacked ? " (+" + human_bytes(b.repacked) + " repack)" : "");
     rows.push_back({{detail::node_label(p.nodes, node), owned, fmt::format("{}", layers.size()), weights,
-                     human_bytes(b.kv),
+                     human_bytes(b.kv), kv_type,
                      human_bytes(b.state) + (b.checkpoints ? " + " + human_bytes(b.checkpoints) + " ckpt" : ""),
                      human_bytes(b.scratch),
                      human_bytes(b.total()) + " / " + limit}});
   }
-  size_t width[8] = {};
+  size_t width[9] = {};
   for (const Row& r : rows) {
-    for (int c = 0; c < 8; ++c) width[c] = std::max(width[c], r.cells[c].size());
+    for (int c = 0; c < 9; ++c) width[c] = std::max(width[c], r.cells[c].size());
   }
   std::ostringstream out;
   for (const Row& r : rows) {
     std::string line;
-    for (int c = 0; c < 8; ++c) {
+    for (int c = 0; c < 9; ++c) {
       const bool left = c < 2;
       line += (c ? "  " : "") + (left ? fmt::format("{:<{}}", r.cells[c], width[c]) : fmt::format("{:>{}}", r.cells[c], width[c]));
     }

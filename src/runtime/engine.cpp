@@ -35,6 +35,8 @@ plan::Request plan_request(const EngineOptions& options, const model::HParams& h
   request.n_gpu_layers = options.cluster.n_gpu_layers;
   request.overrides = options.cluster.overrides;
   request.strict_placement = options.cluster.strict_placement;
+  request.type_k = options.type_k;
+  request.type_v = options.type_v;
   return request;
 }
 

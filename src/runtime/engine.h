@@ -36,6 +36,8 @@ struct EngineOptions {
   int32_t n_seq = 1;      // parallel sequences; each gets n_ctx / n_seq cells
   int32_t n_batch = 512;  // the largest batch decode() accepts
   int32_t n_checkpoints = 0;  // recurrent-state checkpoints per sequence each node keeps (prompt cache)
+  DType type_k = DType::F16;  // KV cache types (-ctk / -ctv): F16, Q8_0 or Q4_0
+  DType type_v = DType::F16;
   ClusterOptions cluster;
 };
 

@@ -1,5 +1,7 @@
 #include "server/cluster_json.h"
 
+#include "memory/kv_cache.h"
+
 namespace strata::server {
 namespace {
 
@@ -53,6 +55,8 @@ nlohmann::json cluster_json(const runtime::Engine& engine, const Scheduler& sche
                                 {"total", b.total()}}},
                      {"memory_usable", bytes_or_null(p.nodes[n].memory_usable)},
                      {"memory_limit", bytes_or_null(p.nodes[n].memory_limit)},
+                     {"type_k", n < p.node_stages.size() ? memory::kv_type_name(p.node_stages[n].type_k) : "f16"},
+                     {"type_v", n < p.node_stages.size() ? memory::kv_type_name(p.node_stages[n].type_v) : "f16"},
                      {"threads", p.nodes[n].threads},
                      {"up", up},
                      {"ping_ms", ping_ms}});

@@ -5,7 +5,8 @@
 // S provides: W (lanes), V (vector type), kValueVectors (V accumulation width in vectors),
 // zero/set1/load/store/add/sub/mul/max/fma(a, b, c) = a*b + c, hsum/hmax, hsum8(a[8], scale, out)
 // (out[i] = sum of a[i]'s lanes * scale), f16_to_f32(src, dst, n, n_pad) (zero-filled to n_pad) and
-// exp(x) for x <= 0 or -inf (exactly 0 for -inf).
+// exp(x) for x <= 0 or -inf (exactly 0 for -inf). Q8_0 / Q4_0 rows are dequantized below, in the
+// including file's vector width (d * q is exact in F32, so every ISA gets the same floats).
 //
 // Determinism: every (row, position) score is one accumulator over d in a fixed order, every row's
 // max, sum and accumulator updates are per row in position order, and the tiles sit at absolute
@@ -19,12 +20,74 @@
 #include <limits>
 #include <vector>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "tensor/attention_kernels.h"
+#include "tensor/blocks.h"
 
 namespace strata::tensor::detail {
 namespace {
 
 constexpr int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// One cache row of n elements (whole blocks) to F32, zero-filled to n_pad: dequantize_row's formulas,
+// with the including file's vector width (int8 -> float and one product by d are exact, so every
+// version gives the same floats).
+void dequantize_q8_0(const uint8_t* src, float* dst, int64_t n, int64_t n_pad) {
+  const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
+    const float d = fp16_to_fp32(b[i].d);
+#if defined(__AVX512F__)
+    const __m512 dv = _mm512_set1_ps(d);
+    for (int j = 0; j < kQK; j += 16) {
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[i].qs + j));
+      _mm512_storeu_ps(dst + j, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), dv));
+    }
+#elif defined(__AVX2__)
+    const __m256 dv = _mm256_set1_ps(d);
+    for (int j = 0; j < kQK; j += 8) {
+      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b[i].qs + j));
+      _mm256_storeu_ps(dst + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), dv));
+    }
+#else
+    for (int j = 0; j < kQK; ++j) dst[j] = static_cast<float>(b[i].qs[j]) * d;
+#endif
+  }
+  for (int64_t i = n; i < n_pad; ++i) dst[i - n] = 0.0f;
+}
+
+// Element j < 16 is byte j's low nibble, element j + 16 its high nibble, each minus 8.
+void dequantize_q4_0(const uint8_t* src, float* dst, int64_t n, int64_t n_pad) {
+  const auto* b = reinterpret_cast<const BlockQ4_0*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
+    const float d = fp16_to_fp32(b[i].d);
+#if defined(__AVX2__)
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[i].qs));
+    const __m128i nib = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(bytes, nib), eight);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), nib), eight);
+#if defined(__AVX512F__)
+    const __m512 dv = _mm512_set1_ps(d);
+    _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), dv));
+    _mm512_storeu_ps(dst + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), dv));
+#else
+    const __m256 dv = _mm256_set1_ps(d);
+    _mm256_storeu_ps(dst, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), dv));
+    _mm256_storeu_ps(dst + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), dv));
+    _mm256_storeu_ps(dst + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), dv));
+    _mm256_storeu_ps(dst + 24, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), dv));
+#endif
+#else
+    for (int j = 0; j < kQK / 2; ++j) {
+      dst[j] = static_cast<float>((b[i].qs[j] & 15) - 8) * d;
+      dst[j + kQK / 2] = static_cast<float>((b[i].qs[j] >> 4) - 8) * d;
+    }
+#endif
+  }
+  for (int64_t i = n; i < n_pad; ++i) dst[i - n] = 0.0f;
+}
 
 // Per-thread working memory (each instantiating file has its own).
 struct AttentionWork {
@@ -36,6 +99,15 @@ template <class S>
 struct AttentionKernel {
   using V = typename S::V;
   static constexpr int W = S::W;
+
+  // A K or V row of the cache's type to F32 (the F16 path is S's own conversion).
+  static void to_f32(DType type, const uint8_t* src, float* dst, int64_t n, int64_t n_pad) {
+    switch (type) {
+      case DType::Q8_0: return dequantize_q8_0(src, dst, n, n_pad);
+      case DType::Q4_0: return dequantize_q4_0(src, dst, n, n_pad);
+      default: return S::f16_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n, n_pad);
+    }
+  }
 
   // scores[p] = (q . kt[p]) * scale for p < round_up(n, 8): eight keys per q load, and their eight
   // sums reduced together (the same reduction tree for every position, whatever n is). K rows are dkp
@@ -125,8 +197,8 @@ struct AttentionKernel {
     for (int32_t p0 = t.p_begin; p0 < p_stop; p0 += P) {
       const int32_t np = std::min(P, p_stop - p0);
       for (int32_t p = 0; p < np; ++p) {
-        S::f16_to_f32(t.k + (p0 + p) * t.k_stride, ws.kt.data() + p * dkp, t.dk, dkp);
-        S::f16_to_f32(t.v + (p0 + p) * t.v_stride, ws.vt.data() + p * dvp, t.dv, dvp);
+        to_f32(t.k_type, t.k + (p0 + p) * t.k_stride_bytes, ws.kt.data() + p * dkp, t.dk, dkp);
+        to_f32(t.v_type, t.v + (p0 + p) * t.v_stride_bytes, ws.vt.data() + p * dvp, t.dv, dvp);
       }
       // Scores and weights, row by row: the running max moves once per tile.
       for (int32_t r = 0; r < R; ++r) {

@@ -1,7 +1,8 @@
-// Attention over an F16 KV cache: a tiled online softmax (flash-attention style) for a group of query
-// rows that share one KV head, with a scalar reference and AVX2 / AVX-512 versions picked at run time.
+// Attention over an F16, Q8_0 or Q4_0 KV cache: a tiled online softmax (flash-attention style) for a
+// group of query rows that share one KV head, with a scalar reference and AVX2 / AVX-512 versions
+// picked at run time.
 //
-// Every K and V row of a tile is converted from F16 once and used by all rows of the task (the query
+// Every K and V row of a tile is converted to F32 once and used by all rows of the task (the query
 // heads of a GQA group times a few tokens of one sequence). Positions are walked in tiles aligned to
 // absolute multiples of attention_tile_positions(dk, dv); a row's result depends only on its own query,
 // its own n_kv and the cache contents, never on the other rows of the task or on the thread running
@@ -20,10 +21,12 @@ struct AttentionTask {
   const float* const* q = nullptr;  // n_rows pointers to dk floats, used as given (F32)
   float* const* out = nullptr;      // n_rows pointers to dv floats: softmax(q.K^T * scale) . V
   const int32_t* n_kv = nullptr;    // n_rows counts, each >= 1
-  const uint16_t* k = nullptr;      // F16 key of position p: k + p * k_stride (dk halves)
-  const uint16_t* v = nullptr;      // F16 value of position p: v + p * v_stride (dv halves)
-  int64_t k_stride = 0;
-  int64_t v_stride = 0;
+  const uint8_t* k = nullptr;       // key of position p: k + p * k_stride_bytes (dk elements of k_type)
+  const uint8_t* v = nullptr;       // value of position p: v + p * v_stride_bytes (dv elements of v_type)
+  int64_t k_stride_bytes = 0;
+  int64_t v_stride_bytes = 0;
+  DType k_type = DType::F16;        // F16, Q8_0 or Q4_0; a quantized dk / dv is a multiple of 32
+  DType v_type = DType::F16;
   int32_t dk = 0;
   int32_t dv = 0;
   float scale = 1.0f;

@@ -86,8 +86,8 @@ class Fixture {
         if (batch_.seq[t] == seq) visible = std::max(visible, batch_.pos[t] + 1);
       }
       for (int32_t p = 0; p < c.n_ctx_per_seq; ++p) {
-        uint16_t* k = kv_->k(0, seq, p);
-        uint16_t* v = kv_->v(0, seq, p);
+        auto* k = reinterpret_cast<uint16_t*>(kv_->k(0, seq, p));
+        auto* v = reinterpret_cast<uint16_t*>(kv_->v(0, seq, p));
         for (int32_t i = 0; i < c.n_embd_k; ++i) k[i] = p < visible ? fp32_to_fp16(u(rng_)) : kF16Nan;
         for (int32_t i = 0; i < c.n_embd_v; ++i) v[i] = p < visible ? fp32_to_fp16(u(rng_)) : kF16Nan;
       }
@@ -122,7 +122,7 @@ class Fixture {
         for (int32_t d = 0; d < dk; ++d) qh[d] = fp16_to_fp32(fp32_to_fp16(q[d]));
         double s_max = -1e300, abs_max = 0.0, v_max = 0.0;
         for (int32_t p = 0; p < n; ++p) {
-          const uint16_t* k = kv_->k(0, seq, p) + hk * dk;
+          const uint16_t* k = reinterpret_cast<const uint16_t*>(kv_->k(0, seq, p)) + hk * dk;
           double dot = 0.0, abs = 0.0;
           for (int32_t d = 0; d < dk; ++d) {
             dot += qh[d] * fp16_to_fp32(k[d]);
@@ -138,7 +138,7 @@ class Fixture {
           const double w = std::exp(s[p] - s_max);
           R = std::max(R, s_max - s[p]);
           sum += w;
-          const uint16_t* v = kv_->v(0, seq, p) + hk * dv;
+          const uint16_t* v = reinterpret_cast<const uint16_t*>(kv_->v(0, seq, p)) + hk * dv;
           for (int32_t d = 0; d < dv; ++d) {
             o[d] += w * fp16_to_fp32(v[d]);
             v_max = std::max(v_max, std::fabs(static_cast<double>(fp16_to_fp32(v[d]))));
