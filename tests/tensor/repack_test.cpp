@@ -66,6 +66,25 @@ TEST(Repack, EveryRowUnpacksToItsOriginalBytes) {
   }
 }
 
+TEST(Repack, SimdRepackWritesThePortableBytes) {
+  // The fast path (AVX-512 on this CPU where the type has one) against the portable reference, split
+  // over calls as the loader's threads split it; odd block counts per row.
+  if (!repacks(DType::Q4_K, 16, 256)) GTEST_SKIP() << "no AVX-512 here: repacking runs the portable code only";
+  std::mt19937 rng(4);
+  for (DType t : kTypes) {
+    for (int64_t cols : {768, 2816}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " cols " + std::to_string(cols));
+      const Matrix w = random_matrix(t, 80, cols, rng);
+      const size_t n = static_cast<size_t>(w.view.rows) * repacked_row_bytes(t, cols);
+      std::vector<uint8_t> fast(n, 0xa5), portable(n, 0x5a);
+      repack_groups(w.view, fast.data(), 0, 2);
+      repack_groups(w.view, fast.data(), 2, 5);
+      repack_groups(w.view, portable.data(), 0, 5, RepackImpl::kPortable);
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(fast[i], portable[i]) << "byte " << i << " of " << n;
+    }
+  }
+}
+
 TEST(Repack, SizesAreStated) {
   EXPECT_EQ(repacked_row_bytes(DType::Q8_0, 4096), row_bytes(DType::Q8_0, 4096));
   EXPECT_EQ(repacked_row_bytes(DType::Q4_0, 4096), row_bytes(DType::Q4_0, 4096));
