@@ -123,10 +123,9 @@ void unpack_block(const BlockQ6Kx16& x, int r, BlockQ6K& b) {
 }
 
 template <typename B, typename X>
-void repack_typed(const MatrixView& w, uint8_t* dst, int64_t g0, int64_t g1, RepackImpl impl) {
-  RepackFn fn = impl == RepackImpl::kBest ? avx512_repack(w.type) : nullptr;
-  if (!fn) fn = repack_rows<B, X, repack_row>;
-  fn(w.data, w.row_stride, w.cols / X::kElems, dst, kRepackRows * repacked_row_bytes(w.type, w.cols), g0, g1);
+void repack_typed(const MatrixView& w, uint8_t* dst, int64_t g0, int64_t g1) {
+  repack_rows<B, X, repack_row>(w.data, w.row_stride, w.cols / X::kElems, dst,
+                                kRepackRows * repacked_row_bytes(w.type, w.cols), g0, g1);
 }
 
 template <typename B, typename X>
@@ -169,14 +168,14 @@ MatrixView repacked_view(const MatrixView& w, const uint8_t* dst) {
   return v;
 }
 
-MatrixView repack_groups(const MatrixView& w, uint8_t* dst, int64_t g0, int64_t g1, RepackImpl impl) {
+MatrixView repack_groups(const MatrixView& w, uint8_t* dst, int64_t g0, int64_t g1) {
   using namespace detail;
   switch (w.type) {
-    case DType::Q8_0: repack_typed<BlockQ8_0, BlockQ8_0x16>(w, dst, g0, g1, impl); break;
-    case DType::Q4_0: repack_typed<BlockQ4_0, BlockQ4_0x16>(w, dst, g0, g1, impl); break;
-    case DType::Q4_K: repack_typed<BlockQ4K, BlockQ4Kx16>(w, dst, g0, g1, impl); break;
-    case DType::Q5_K: repack_typed<BlockQ5K, BlockQ5Kx16>(w, dst, g0, g1, impl); break;
-    case DType::Q6_K: repack_typed<BlockQ6K, BlockQ6Kx16>(w, dst, g0, g1, impl); break;
+    case DType::Q8_0: repack_typed<BlockQ8_0, BlockQ8_0x16>(w, dst, g0, g1); break;
+    case DType::Q4_0: repack_typed<BlockQ4_0, BlockQ4_0x16>(w, dst, g0, g1); break;
+    case DType::Q4_K: repack_typed<BlockQ4K, BlockQ4Kx16>(w, dst, g0, g1); break;
+    case DType::Q5_K: repack_typed<BlockQ5K, BlockQ5Kx16>(w, dst, g0, g1); break;
+    case DType::Q6_K: repack_typed<BlockQ6K, BlockQ6Kx16>(w, dst, g0, g1); break;
     default: break;
   }
   return repacked_view(w, dst);

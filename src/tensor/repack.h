@@ -25,14 +25,9 @@ size_t repacked_row_bytes(DType type, int64_t cols);
 // Whether the machine would repack a matrix of this type and shape (for memory planning).
 bool repacks(DType type, int64_t rows, int64_t cols);
 
-// Which code repack_groups runs: the fastest this CPU has (AVX-512 where there is one), or the
-// portable reference (tests compare the two byte for byte).
-enum class RepackImpl { kBest, kPortable };
-
 // Writes w (row-major GGUF blocks, repackable) into dst (w.rows * repacked_row_bytes bytes) and
 // returns the view of dst. Groups [g0, g1) only, so callers can split the work over threads.
-MatrixView repack_groups(const MatrixView& w, uint8_t* dst, int64_t g0, int64_t g1,
-                         RepackImpl impl = RepackImpl::kBest);
+MatrixView repack_groups(const MatrixView& w, uint8_t* dst, int64_t g0, int64_t g1);
 MatrixView repacked_view(const MatrixView& w, const uint8_t* dst);
 
 // Row r of a repacked matrix back in its GGUF block form (row_bytes(type, cols) bytes at out).

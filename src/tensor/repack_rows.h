@@ -1,14 +1,15 @@
 // Internal: the portable repacking of one GGUF block of one row into its place in a 16-row block
 // (layouts in repack_blocks.h). Works on 64-bit words: every output dword is a few shifts and masks
 // of 8 source bytes, the high bits are transposed with delta swaps, no per-element loop or branch.
-// Internal linkage only (see blocks.h): x86/repack_avx512.cpp includes this under its own flags.
+// Internal linkage only (see blocks.h), so a SIMD file could include it under its own flags. An
+// AVX-512 version (four rows transposed per store; commit c2af80c) ran 2x faster in cache but no
+// faster from memory, where loading is: both ~4 GB/s against a memcpy's ~10, so it was dropped.
 #pragma once
 
 #include <bit>
 #include <cstdint>
 #include <cstring>
 
-#include "base/dtype.h"
 #include "tensor/repack_blocks.h"
 
 namespace strata::tensor::detail {
@@ -160,10 +161,5 @@ void repack_rows(const uint8_t* src, size_t row_stride, int64_t nb, uint8_t* dst
 }
 
 }  // namespace
-
-// Repacks groups [g0, g1) as repack_rows does; x86/repack_avx512.cpp. Null if the CPU or type has none.
-using RepackFn = void (*)(const uint8_t* src, size_t row_stride, int64_t nb, uint8_t* dst, size_t group_bytes,
-                          int64_t g0, int64_t g1);
-RepackFn avx512_repack(DType t);
 
 }  // namespace strata::tensor::detail
