@@ -61,7 +61,11 @@ Command add_bench(CLI::App& app) {
     const auto file_type = m.file().get_int(key);
     const std::string type = m.file().has(key) ? fmt::format("file_type {}", file_type.ok() ? *file_type : -1) : "?";
     double bandwidth = 0;
-    if (f->roofline) bandwidth = runtime::measure_read_bandwidth(e.n_threads());
+    if (f->roofline) {
+      auto bw = runtime::measure_read_bandwidth(e.n_threads());
+      if (!bw.ok()) return fail(bw.error());
+      bandwidth = *bw;
+    }
     const std::string nodes = fmt::format("{}", e.plan().nodes.size());
     if (f->output == "json") {
       nlohmann::json out = nlohmann::json::array();

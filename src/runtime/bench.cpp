@@ -3,7 +3,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <memory>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -12,6 +16,7 @@
 
 #include "gguf/names.h"
 #include "runtime/generate.h"
+#include "tensor/thread_pool.h"
 
 namespace strata::runtime {
 namespace {
@@ -150,56 +155,95 @@ uint64_t bytes_read_per_token(const model::Model& model) {
 
 namespace {
 
+// Bytes each step of the shared walk reads: large enough that the pool's per-step cost vanishes,
+// small enough that a thread done early steals a useful share.
+constexpr size_t kStepBytes = size_t{256} << 10;
+
 uint64_t sum_words(const uint8_t* data, size_t bytes) {
   const uint64_t* p = reinterpret_cast<const uint64_t*>(data);
-  const size_t n = bytes / sizeof(uint64_t);
-  uint64_t a = 0, b = 0, c = 0, d = 0;
-  for (size_t i = 0; i < n; i += 4) a += p[i], b += p[i + 1], c += p[i + 2], d += p[i + 3];
-  return a + b + c + d;
+  uint64_t s[8] = {};
+  for (size_t i = 0; i + 8 <= bytes / 8; i += 8) {
+    for (int j = 0; j < 8; ++j) s[j] += p[i + j];
+  }
+  return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
 }
 
-// 256-bit loads, four independent sums: the widest read this machine's kernels do (the scalar loop
-// above reads ~5-20% slower, which would put the bound below speeds the kernels reach).
+// 256-bit loads into eight independent sums (no add chain holds the loads back).
 __attribute__((target("avx2"))) uint64_t sum_words_avx2(const uint8_t* data, size_t bytes) {
-  __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-  for (size_t i = 0; i + 128 <= bytes; i += 128) {
-    for (int j = 0; j < 4; ++j) {
+  __m256i s[8];
+  for (auto& v : s) v = _mm256_setzero_si256();
+  for (size_t i = 0; i + 256 <= bytes; i += 256) {
+    for (int j = 0; j < 8; ++j) {
       s[j] = _mm256_add_epi64(s[j], _mm256_load_si256(reinterpret_cast<const __m256i*>(data + i + 32 * j)));
     }
   }
+  for (int j = 1; j < 8; ++j) s[0] = _mm256_add_epi64(s[0], s[j]);
   alignas(32) uint64_t out[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(out),
-                     _mm256_add_epi64(_mm256_add_epi64(s[0], s[1]), _mm256_add_epi64(s[2], s[3])));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), s[0]);
   return out[0] + out[1] + out[2] + out[3];
 }
 
+// 512-bit loads (as the AVX-512 decode kernels read), eight independent sums, four cache lines a
+// step.
+__attribute__((target("avx512f"))) uint64_t sum_words_avx512(const uint8_t* data, size_t bytes) {
+  __m512i s[8];
+  for (auto& v : s) v = _mm512_setzero_si512();
+  for (size_t i = 0; i + 512 <= bytes; i += 512) {
+    for (int j = 0; j < 8; ++j) {
+      s[j] = _mm512_add_epi64(s[j], _mm512_load_si512(reinterpret_cast<const void*>(data + i + 64 * j)));
+    }
+  }
+  for (int j = 1; j < 8; ++j) s[0] = _mm512_add_epi64(s[0], s[j]);
+  alignas(64) uint64_t out[8];  // not _mm512_reduce_add_epi64: GCC 12 warns inside it (bug 105593)
+  _mm512_store_si512(out, s[0]);
+  return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+
+using SumFn = uint64_t (*)(const uint8_t*, size_t);
+
+SumFn widest_sum() {
+  if (__builtin_cpu_supports("avx512f")) return sum_words_avx512;
+  if (__builtin_cpu_supports("avx2")) return sum_words_avx2;
+  return sum_words;
+}
+
+struct FreeBuffer {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
 }  // namespace
 
-double measure_read_bandwidth(int32_t threads) {
-  threads = std::max(1, threads);
-  const size_t bytes = size_t{1} << 30;  // far beyond any cache
-  const size_t per_thread = bytes / threads / 128 * 128;
-  std::vector<uint8_t*> buffers(threads);
-  for (auto& b : buffers) {
-    b = static_cast<uint8_t*>(std::aligned_alloc(64, per_thread));
-    std::memset(b, 1, per_thread);  // fault the pages in
+Result<double> measure_read_bandwidth(int32_t threads, uint64_t bytes, int32_t runs) {
+  if (threads < 1 || threads > 1024) return make_error("bandwidth probe: {} threads out of range 1..1024", threads);
+  if (bytes < kStepBytes || bytes > (uint64_t{64} << 30)) {
+    return make_error("bandwidth probe: {} bytes out of range {}..64 GiB", bytes, kStepBytes);
   }
-  const bool wide = __builtin_cpu_supports("avx2");
+  if (runs < 1 || runs > 1000) return make_error("bandwidth probe: {} runs out of range 1..1000", runs);
+  const size_t steps = static_cast<size_t>(bytes / kStepBytes);
+  const size_t size = steps * kStepBytes;
+  std::unique_ptr<uint8_t, FreeBuffer> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, size)));
+  if (!buf) return make_error("bandwidth probe: cannot allocate {} bytes", size);
+  tensor::ThreadPool pool(threads);
+  const auto walk = [&](const std::function<void(uint8_t*, size_t)>& step) {
+    pool.parallel_for_shares(static_cast<int64_t>(steps), 1, [&](int64_t s0, int64_t s1) {
+      step(buf.get() + static_cast<size_t>(s0) * kStepBytes, static_cast<size_t>(s1 - s0) * kStepBytes);
+    });
+  };
+  // Faults the pages in, each on the thread whose share it is, before any timing.
+  walk([](uint8_t* p, size_t n) { std::memset(p, 1, n); });
+  const SumFn sum = widest_sum();
+  std::atomic<uint64_t> sink{0};
   double best = 0;
-  for (int run = 0; run < 4; ++run) {
-    std::vector<std::thread> pool;
-    std::vector<uint64_t> sums(threads);
+  for (int32_t run = 0; run < runs; ++run) {
     const auto start = std::chrono::steady_clock::now();
-    for (int32_t t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        sums[t] = wide ? sum_words_avx2(buffers[t], per_thread) : sum_words(buffers[t], per_thread);
-      });
-    }
-    for (auto& th : pool) th.join();
+    // Each thread streams its own contiguous share as the decode kernels do (parallel_for_shares).
+    walk([&](uint8_t* p, size_t n) { sink.fetch_add(sum(p, n), std::memory_order_relaxed); });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    best = std::max(best, per_thread * static_cast<double>(threads) / s);
+    if (s > 0) best = std::max(best, static_cast<double>(size) / s);
   }
-  for (auto* b : buffers) std::free(b);
+  if (sink.load() != static_cast<uint64_t>(runs) * (size / 8) * 0x0101010101010101ull) {
+    return make_error("bandwidth probe: the buffer read back wrong");  // also keeps the sums alive
+  }
   return best;
 }
 

@@ -5,26 +5,16 @@
 
 #include "tensor/quants.h"
 #include "tensor/repack_blocks.h"
+#include "tensor/repack_rows.h"
 
 namespace strata::tensor {
 namespace detail {
 namespace {
 
-// Each format goes through one value per element (uint8_t v[32 or 256], the unsigned stored
-// value): GGUF block <-> values and 16 rows of values <-> repacked block. Loops over bytes, so the
-// compiler vectorizes them; repacking a 4 GB model takes about a second per thread.
+// Unpacking (one row, for tests and embedding lookups) goes through one value per element
+// (uint8_t v[256], the unsigned stored value). Repacking runs at load over every weight, so it works
+// on 64-bit words straight from the GGUF bytes to the repacked ones (repack_rows.h).
 
-// Elements e0+8p+j / e0+8p+4+j as the low / high nibble of byte (p, r, j).
-template <int P>
-void put_nibbles(uint8_t (&qs)[P][16][4], const uint8_t* const v[16], int e0 = 0) {
-  for (int p = 0; p < P; ++p) {
-    for (int r = 0; r < 16; ++r) {
-      for (int j = 0; j < 4; ++j) {
-        qs[p][r][j] = static_cast<uint8_t>((v[r][e0 + 8 * p + j] & 15) | (v[r][e0 + 8 * p + 4 + j] << 4));
-      }
-    }
-  }
-}
 template <int P>
 void get_nibbles(const uint8_t (&qs)[P][16][4], int r, uint8_t* v, int e0 = 0) {
   for (int p = 0; p < P; ++p) {
@@ -35,17 +25,8 @@ void get_nibbles(const uint8_t (&qs)[P][16][4], int r, uint8_t* v, int e0 = 0) {
   }
 }
 
-// The high bits (bit 4 and up, `width` bits per element) of elements e0 + 4b + j packed into byte
-// (r, j) at bits width*b.., for b < 8 / width.
-void put_high(uint8_t (&qh)[16][4], const uint8_t* const v[16], int e0, int width) {
-  for (int r = 0; r < 16; ++r) {
-    for (int j = 0; j < 4; ++j) {
-      uint8_t bits = 0;
-      for (int b = 0; b < 8 / width; ++b) bits |= static_cast<uint8_t>((v[r][e0 + 4 * b + j] >> 4) << (width * b));
-      qh[r][j] = bits;
-    }
-  }
-}
+// The high bits (bit 4 and up, `width` bits per element) of elements e0 + 4b + j, stored in byte
+// (r, j) at bits width*b.., for b < 8 / width, back into v.
 void get_high(const uint8_t (&qh)[16][4], int r, uint8_t* v, int e0, int width) {
   for (int j = 0; j < 4; ++j) {
     for (int b = 0; b < 8 / width; ++b) {
@@ -55,14 +36,6 @@ void get_high(const uint8_t (&qh)[16][4], int r, uint8_t* v, int e0, int width) 
 }
 
 // Q4_K / Q5_K low nibbles: qs[32c + l] holds element 64c + l (low) and 64c + 32 + l (high).
-void k4_values(const uint8_t* qs, uint8_t* v) {
-  for (int c = 0; c < 4; ++c) {
-    for (int l = 0; l < 32; ++l) {
-      v[64 * c + l] = qs[32 * c + l] & 15;
-      v[64 * c + 32 + l] = qs[32 * c + l] >> 4;
-    }
-  }
-}
 void k4_store(const uint8_t* v, uint8_t* qs) {
   for (int c = 0; c < 4; ++c) {
     for (int l = 0; l < 32; ++l) qs[32 * c + l] = static_cast<uint8_t>((v[64 * c + l] & 15) | ((v[64 * c + 32 + l] & 15) << 4));
@@ -79,19 +52,6 @@ void pack_k4_scales(const uint8_t* sc, const uint8_t* m, uint8_t* out) {
 }
 
 template <typename X, typename B>
-void k4_header(X& x, const B* const src[16]) {
-  for (int r = 0; r < 16; ++r) {
-    x.d[r] = src[r]->d;
-    x.dmin[r] = src[r]->dmin;
-    uint64_t sc, m;
-    unpack_k4_scales(src[r]->scales, &sc, &m);
-    for (int s = 0; s < 8; ++s) {
-      x.sc[s / 2][r][s % 2] = static_cast<uint8_t>(sc >> (8 * s));
-      x.m[s / 2][r][s % 2] = static_cast<uint8_t>(m >> (8 * s));
-    }
-  }
-}
-template <typename X, typename B>
 void k4_unheader(const X& x, int r, B& b) {
   b.d = x.d[r];
   b.dmin = x.dmin[r];
@@ -102,17 +62,6 @@ void k4_unheader(const X& x, int r, B& b) {
 
 // Q6_K: per half h, element 128h + 32g + l takes nibble g / 2 of ql[64h + 32(g % 2) + l] and crumb g
 // of qh[32h + l].
-void q6_values(const BlockQ6K& b, uint8_t* v) {
-  for (int h = 0; h < 2; ++h) {
-    for (int g = 0; g < 4; ++g) {
-      for (int l = 0; l < 32; ++l) {
-        const int lo = (b.ql[64 * h + 32 * (g % 2) + l] >> (4 * (g / 2))) & 15;
-        const int hi = (b.qh[32 * h + l] >> (2 * g)) & 3;
-        v[128 * h + 32 * g + l] = static_cast<uint8_t>(lo | hi << 4);
-      }
-    }
-  }
-}
 void q6_store(const uint8_t* v, BlockQ6K& b) {
   std::memset(b.ql, 0, sizeof b.ql);
   std::memset(b.qh, 0, sizeof b.qh);
@@ -129,14 +78,6 @@ void q6_store(const uint8_t* v, BlockQ6K& b) {
 
 // ---- one block column of 16 rows, per format
 
-void repack_block(const BlockQ8_0* const src[16], BlockQ8_0x16& x) {
-  for (int r = 0; r < 16; ++r) {
-    x.d[r] = src[r]->d;
-    for (int k = 0; k < 8; ++k) {
-      for (int j = 0; j < 4; ++j) x.qs[k][r][j] = static_cast<uint8_t>(src[r]->qs[4 * k + j]) ^ 0x80;
-    }
-  }
-}
 void unpack_block(const BlockQ8_0x16& x, int r, BlockQ8_0& b) {
   b.d = x.d[r];
   for (int k = 0; k < 8; ++k) {
@@ -144,16 +85,6 @@ void unpack_block(const BlockQ8_0x16& x, int r, BlockQ8_0& b) {
   }
 }
 
-void repack_block(const BlockQ4_0* const src[16], BlockQ4_0x16& x) {
-  uint8_t v[16][32];
-  const uint8_t* pv[16];
-  for (int r = 0; r < 16; ++r) {
-    x.d[r] = src[r]->d;
-    for (int l = 0; l < 16; ++l) v[r][l] = src[r]->qs[l] & 15, v[r][l + 16] = src[r]->qs[l] >> 4;
-    pv[r] = v[r];
-  }
-  put_nibbles(x.qs, pv);
-}
 void unpack_block(const BlockQ4_0x16& x, int r, BlockQ4_0& b) {
   uint8_t v[32];
   get_nibbles(x.qs, r, v);
@@ -161,13 +92,6 @@ void unpack_block(const BlockQ4_0x16& x, int r, BlockQ4_0& b) {
   for (int l = 0; l < 16; ++l) b.qs[l] = static_cast<uint8_t>(v[l] | v[l + 16] << 4);
 }
 
-void repack_block(const BlockQ4K* const src[16], BlockQ4Kx16& x) {
-  uint8_t v[16][256];
-  const uint8_t* pv[16];
-  for (int r = 0; r < 16; ++r) k4_values(src[r]->qs, v[r]), pv[r] = v[r];
-  k4_header(x, src);
-  put_nibbles(x.qs, pv);
-}
 void unpack_block(const BlockQ4Kx16& x, int r, BlockQ4K& b) {
   uint8_t v[256];
   get_nibbles(x.qs, r, v);
@@ -175,21 +99,6 @@ void unpack_block(const BlockQ4Kx16& x, int r, BlockQ4K& b) {
   k4_store(v, b.qs);
 }
 
-void repack_block(const BlockQ5K* const src[16], BlockQ5Kx16& x) {
-  uint8_t v[16][256];
-  const uint8_t* pv[16];
-  for (int r = 0; r < 16; ++r) {
-    k4_values(src[r]->qs, v[r]);
-    pv[r] = v[r];
-    // Bit 4 of element 64c + 32h + l is bit 2c + h of qh[l].
-    for (int e = 0; e < 256; ++e) v[r][e] |= static_cast<uint8_t>(((src[r]->qh[e % 32] >> (2 * (e / 64) + (e / 32) % 2)) & 1) << 4);
-  }
-  k4_header(x, src);
-  for (int s = 0; s < 8; ++s) {
-    put_nibbles(x.sub[s].qs, pv, 32 * s);
-    put_high(x.sub[s].qh, pv, 32 * s, 1);
-  }
-}
 void unpack_block(const BlockQ5Kx16& x, int r, BlockQ5K& b) {
   uint8_t v[256];
   for (int s = 0; s < 8; ++s) {
@@ -202,20 +111,6 @@ void unpack_block(const BlockQ5Kx16& x, int r, BlockQ5K& b) {
   for (int e = 0; e < 256; ++e) b.qh[e % 32] |= static_cast<uint8_t>((v[e] >> 4) << (2 * (e / 64) + (e / 32) % 2));
 }
 
-void repack_block(const BlockQ6K* const src[16], BlockQ6Kx16& x) {
-  uint8_t v[16][256];
-  const uint8_t* pv[16];
-  for (int r = 0; r < 16; ++r) {
-    q6_values(*src[r], v[r]);
-    pv[r] = v[r];
-    x.d[r] = src[r]->d;
-    for (int s = 0; s < 16; ++s) x.sc[s / 2][r][s % 2] = src[r]->scales[s];
-  }
-  for (int s = 0; s < 16; ++s) {
-    put_nibbles(x.sub[s].ql, pv, 16 * s);
-    put_high(x.sub[s].qh, pv, 16 * s, 2);
-  }
-}
 void unpack_block(const BlockQ6Kx16& x, int r, BlockQ6K& b) {
   uint8_t v[256];
   for (int s = 0; s < 16; ++s) {
@@ -229,15 +124,8 @@ void unpack_block(const BlockQ6Kx16& x, int r, BlockQ6K& b) {
 
 template <typename B, typename X>
 void repack_typed(const MatrixView& w, uint8_t* dst, int64_t g0, int64_t g1) {
-  const int64_t nb = w.cols / X::kElems;
-  for (int64_t g = g0; g < g1; ++g) {
-    X* out = reinterpret_cast<X*>(dst + static_cast<size_t>(g) * kRepackRows * repacked_row_bytes(w.type, w.cols));
-    for (int64_t i = 0; i < nb; ++i) {
-      const B* src[16];
-      for (int r = 0; r < 16; ++r) src[r] = reinterpret_cast<const B*>(w.row(16 * g + r)) + i;
-      repack_block(src, out[i]);
-    }
-  }
+  repack_rows<B, X, repack_row>(w.data, w.row_stride, w.cols / X::kElems, dst,
+                                kRepackRows * repacked_row_bytes(w.type, w.cols), g0, g1);
 }
 
 template <typename B, typename X>
