@@ -114,7 +114,8 @@ void dequantize_matrix_row(const MatrixView& w, int64_t r, float* out) {
     dequantize_row(w.type, w.row(r), out, w.cols);
     return;
   }
-  std::vector<uint8_t> row(row_bytes(w.type, w.cols));
+  thread_local std::vector<uint8_t> row;  // embedding lookups run per token: no allocation each
+  row.resize(row_bytes(w.type, w.cols));
   unpack_row(w, r, row.data());
   dequantize_row(w.type, row.data(), out, w.cols);
 }
