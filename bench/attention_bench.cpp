@@ -56,11 +56,11 @@ void attend_old(const LayerContext& ctx, int il, const float* q_all, float* out)
       float sum = 0.0f;
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int32_t p = 0; p <= pos; ++p) {
-        const uint16_t* k = reinterpret_cast<const uint16_t*>(kv.k(il, seq, p)) + hk * dk;  // F16 cache
+        const uint16_t* k = reinterpret_cast<const uint16_t*>(kv.k(il, seq, hk, p));  // F16 cache
         float dot = 0.0f;
         for (int32_t d = 0; d < dk; ++d) dot += qh[d] * f16[k[d]];
         const float score = dot * scale;
-        const uint16_t* v = reinterpret_cast<const uint16_t*>(kv.v(il, seq, p)) + hk * dv;
+        const uint16_t* v = reinterpret_cast<const uint16_t*>(kv.v(il, seq, hk, p));
         if (score > m) {
           const float c = std::exp(m - score);
           sum *= c;
@@ -94,6 +94,7 @@ void run_case(benchmark::State& state, Case c, bool flash, DType type) {
   cfg.layer_has_kv = {1};
   cfg.n_embd_k = hp.n_embd_k_gqa();
   cfg.n_embd_v = hp.n_embd_v_gqa();
+  cfg.head_dim_k = cfg.head_dim_v = c.dim;
   cfg.n_ctx_per_seq = c.ctx;
   cfg.type_k = cfg.type_v = type;
   auto kv = memory::KvCache::create(cfg);

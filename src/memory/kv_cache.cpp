@@ -26,31 +26,32 @@ int first_layer_with_cache(const KvConfig& c) {
   return -1;
 }
 
-// A quantized row must be whole blocks, and so must each head's slice of it.
+// A row must be whole heads (attention reads the cache head by head), and with a quantized type
+// each head must be whole blocks.
 Status check_width(const char* which, DType type, int32_t row, int32_t head_dim, int layer) {
+  if (row > 0 && (head_dim <= 0 || row % head_dim != 0)) {
+    return make_error("KV cache: layer {} has a {} row of {} elements, which is not a whole number of heads of {}",
+                      layer, which, row, head_dim);
+  }
   const int64_t block = info(type).block_elems;
-  if (block == 1) return {};
-  const bool by_head = head_dim > 0 && head_dim % block != 0;
-  if (by_head || row % block != 0) {
-    return make_error("KV cache: {} type {} stores blocks of {} elements, but layer {} has {} {} (not a multiple of {})",
-                      which, kv_type_name(type), block, layer, by_head ? "head_dim" : "a row of", by_head ? head_dim : row,
-                      block);
+  if (block > 1 && head_dim > 0 && head_dim % block != 0) {
+    return make_error("KV cache: {} type {} stores blocks of {} elements, but layer {} has head_dim {} (not a multiple of {})",
+                      which, kv_type_name(type), block, layer, head_dim, block);
   }
   return {};
 }
 
 void store_row(DType type, const float* x, uint8_t* dst, int64_t n) {
   switch (type) {
-    case DType::F16: {
-      auto* h = reinterpret_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(x[i]);
-      return;
-    }
+    case DType::F16: return tensor::quantize_activations(DType::F16, x, dst, n);  // round to nearest even
     case DType::Q8_0: return tensor::quantize_activations(DType::Q8_0, x, dst, n);  // x86 quantize_row_q8_0
     case DType::Q4_0: return tensor::quantize_row(DType::Q4_0, x, dst, n);          // quantize_row_q4_0_ref
     default: return;  // create() refused every other type
   }
 }
+
+// One head of 0 bytes for an empty row (create() checked that head_dim divides any other).
+int32_t heads_per_row(int32_t n, int32_t head_dim) { return n > 0 ? n / head_dim : 1; }
 
 }  // namespace
 
@@ -110,8 +111,10 @@ Result<KvCache> KvCache::create(const KvConfig& config) {
   }
   KvCache c;
   c.config_ = config;
-  c.k_row_bytes_ = kv_row_bytes(config.type_k, config.n_embd_k);
-  c.v_row_bytes_ = kv_row_bytes(config.type_v, config.n_embd_v);
+  c.n_head_k_ = heads_per_row(config.n_embd_k, config.head_dim_k);
+  c.n_head_v_ = heads_per_row(config.n_embd_v, config.head_dim_v);
+  c.k_head_bytes_ = kv_row_bytes(config.type_k, config.n_embd_k / c.n_head_k_);
+  c.v_head_bytes_ = kv_row_bytes(config.type_v, config.n_embd_v / c.n_head_v_);
   c.slot_.assign(config.n_layer, -1);
   int32_t n = 0;
   for (int il = 0; il < config.n_layer; ++il) {
@@ -119,8 +122,8 @@ Result<KvCache> KvCache::create(const KvConfig& config) {
   }
   const size_t cells = static_cast<size_t>(n) * config.n_seq * config.n_ctx_per_seq;
   try {
-    c.k_.assign(cells * c.k_row_bytes_, 0);
-    c.v_.assign(cells * c.v_row_bytes_, 0);
+    c.k_.assign(cells * c.k_row_bytes(), 0);
+    c.v_.assign(cells * c.v_row_bytes(), 0);
   } catch (const std::bad_alloc&) {
     return make_error("KV cache: cannot allocate {} bytes", bytes);
   }
@@ -128,13 +131,16 @@ Result<KvCache> KvCache::create(const KvConfig& config) {
   return c;
 }
 
-void KvCache::write_k(int il, int seq, int pos, const float* x) {
-  store_row(config_.type_k, x, k(il, seq, pos), config_.n_embd_k);
+// Head by head: quantized heads are whole blocks, so the bytes equal those of the whole row.
+void KvCache::store(DType type, const float* x, int il, int seq, int pos, bool is_k) {
+  const int32_t heads = is_k ? n_head_k_ : n_head_v_;
+  const int64_t n = (is_k ? config_.n_embd_k : config_.n_embd_v) / heads;
+  for (int32_t h = 0; h < heads; ++h) store_row(type, x + h * n, is_k ? k(il, seq, h, pos) : v(il, seq, h, pos), n);
 }
 
-void KvCache::write_v(int il, int seq, int pos, const float* x) {
-  store_row(config_.type_v, x, v(il, seq, pos), config_.n_embd_v);
-}
+void KvCache::write_k(int il, int seq, int pos, const float* x) { store(config_.type_k, x, il, seq, pos, true); }
+
+void KvCache::write_v(int il, int seq, int pos, const float* x) { store(config_.type_v, x, il, seq, pos, false); }
 
 Status KvCache::remove_from(int seq, int32_t p0) {
   if (seq < 0 || seq >= config_.n_seq) return make_error("KV cache: sequence {} out of range", seq);
@@ -151,8 +157,8 @@ Status KvCache::copy(int src, int dst) {
   const int32_t n = n_past_[src];
   for (int il = 0; il < config_.n_layer; ++il) {
     if (slot_[il] < 0 || n == 0) continue;
-    std::memcpy(k(il, dst, 0), k(il, src, 0), k_row_bytes_ * n);
-    std::memcpy(v(il, dst, 0), v(il, src, 0), v_row_bytes_ * n);
+    for (int32_t h = 0; h < n_head_k_; ++h) std::memcpy(k(il, dst, h, 0), k(il, src, h, 0), k_head_bytes_ * n);
+    for (int32_t h = 0; h < n_head_v_; ++h) std::memcpy(v(il, dst, h, 0), v(il, src, h, 0), v_head_bytes_ * n);
   }
   n_past_[dst] = n;
   return {};

@@ -1,6 +1,10 @@
 // Attention KV cache: per layer and per sequence, F16 (llama.cpp's default), Q8_0 or Q4_0 rows
 // (llama.cpp's -ctk / -ctv and block formats). Cell index = position, so a sequence's positions are
 // 0..n_past-1 with no holes. K is stored after QK-norm and RoPE.
+//
+// Head-major: each (layer, sequence, KV head) holds its positions contiguously, so attention over one
+// head streams one run of memory instead of a head-sized slice of every row (a 128-byte read every
+// 1 KB defeats the hardware prefetchers, which stop at page boundaries).
 #pragma once
 
 #include <cstddef>
@@ -19,7 +23,7 @@ struct KvConfig {
   std::vector<uint8_t> layer_has_kv;  // n_layer flags: 1 where this node keeps the layer's cache
   int32_t n_embd_k = 0;               // n_head_kv * head_dim_k
   int32_t n_embd_v = 0;
-  int32_t head_dim_k = 0;             // one head's slice of a row (0: unknown, only the row is checked)
+  int32_t head_dim_k = 0;             // one head's slice of a row; must divide n_embd_k
   int32_t head_dim_v = 0;
   int32_t n_seq = 1;
   int32_t n_ctx_per_seq = 0;          // cells per sequence
@@ -37,23 +41,29 @@ uint64_t kv_row_bytes(DType type, int64_t n);
 
 class KvCache {
  public:
-  // Refuses an unsupported type, and a quantized type whose row or head slice is not a whole number
-  // of 32-element blocks (the attention kernels read heads block by block).
+  // Refuses an unsupported type, a row that is not whole heads, and a quantized type whose head
+  // slice is not a whole number of 32-element blocks (the attention kernels read heads block by block).
   static Result<KvCache> create(const KvConfig& config);
   // Saturates (kSaturated) instead of overflowing: the sizes come from outside input.
   static uint64_t bytes_needed(const KvConfig& config);
 
   const KvConfig& config() const { return config_; }
   size_t bytes() const { return k_.size() + v_.size(); }
-  size_t k_row_bytes() const { return k_row_bytes_; }
-  size_t v_row_bytes() const { return v_row_bytes_; }
+  size_t k_row_bytes() const { return k_head_bytes_ * n_head_k_; }  // all heads of one position
+  size_t v_row_bytes() const { return v_head_bytes_ * n_head_v_; }
+  // One head's slice of one position (head_dim elements; the whole row when head_dim is 0), and the
+  // number of heads per row.
+  size_t k_head_bytes() const { return k_head_bytes_; }
+  size_t v_head_bytes() const { return v_head_bytes_; }
+  int32_t n_head_k() const { return n_head_k_; }
+  int32_t n_head_v() const { return n_head_v_; }
 
-  // Row of n_embd_k (n_embd_v) elements of type_k (type_v) for (layer, seq, pos), k_row_bytes()
-  // (v_row_bytes()) bytes. The layer must have a cache here.
-  uint8_t* k(int il, int seq, int pos) { return k_.data() + offset(il, seq, pos, k_row_bytes_); }
-  uint8_t* v(int il, int seq, int pos) { return v_.data() + offset(il, seq, pos, v_row_bytes_); }
-  const uint8_t* k(int il, int seq, int pos) const { return k_.data() + offset(il, seq, pos, k_row_bytes_); }
-  const uint8_t* v(int il, int seq, int pos) const { return v_.data() + offset(il, seq, pos, v_row_bytes_); }
+  // Head `head` of position pos for (layer, seq); position pos + i is i * k_head_bytes() further on.
+  // The layer must have a cache here.
+  uint8_t* k(int il, int seq, int head, int pos) { return k_.data() + k_offset(il, seq, head, pos); }
+  uint8_t* v(int il, int seq, int head, int pos) { return v_.data() + v_offset(il, seq, head, pos); }
+  const uint8_t* k(int il, int seq, int head, int pos) const { return k_.data() + k_offset(il, seq, head, pos); }
+  const uint8_t* v(int il, int seq, int head, int pos) const { return v_.data() + v_offset(il, seq, head, pos); }
 
   // Stores an f32 row (n_embd_k / n_embd_v floats) in the cache's type, converted as llama.cpp's CPU
   // copy into its cache does: F16 round to nearest even, Q8_0 its x86 quantize_row_q8_0, Q4_0
@@ -71,12 +81,21 @@ class KvCache {
   Status copy(int src_seq, int dst_seq);
 
  private:
-  size_t offset(int il, int seq, int pos, size_t row_bytes) const {
-    return ((static_cast<size_t>(slot_[il]) * config_.n_seq + seq) * config_.n_ctx_per_seq + pos) * row_bytes;
+  size_t offset(int il, int seq, int head, int pos, int32_t n_head, size_t head_bytes) const {
+    const size_t run = (static_cast<size_t>(slot_[il]) * config_.n_seq + seq) * n_head + head;
+    return (run * config_.n_ctx_per_seq + pos) * head_bytes;
   }
+  size_t k_offset(int il, int seq, int head, int pos) const {
+    return offset(il, seq, head, pos, n_head_k_, k_head_bytes_);
+  }
+  size_t v_offset(int il, int seq, int head, int pos) const {
+    return offset(il, seq, head, pos, n_head_v_, v_head_bytes_);
+  }
+  void store(DType type, const float* x, int il, int seq, int pos, bool is_k);
 
   KvConfig config_;
-  size_t k_row_bytes_ = 0, v_row_bytes_ = 0;
+  size_t k_head_bytes_ = 0, v_head_bytes_ = 0;
+  int32_t n_head_k_ = 1, n_head_v_ = 1;
   std::vector<int32_t> slot_;  // layer -> index among the layers with a cache here
   std::vector<uint8_t> k_, v_;
   std::vector<int32_t> n_past_;

@@ -26,13 +26,10 @@ struct TokenBlock {
 // vec_dot_type): F16 for F16 keys, Q8_0 for Q8_0 and Q4_0 keys. Here it is rounded through that
 // format and back, so the kernel's F32 dot sees the values llama.cpp's dot sees.
 void round_query(DType k_type, const float* q, float* out, int32_t dk, std::vector<uint8_t>& q8) {
-  if (k_type == DType::F16) {
-    for (int32_t d = 0; d < dk; ++d) out[d] = fp16_to_fp32(fp32_to_fp16(q[d]));
-    return;
-  }
-  q8.resize(row_bytes(DType::Q8_0, dk));
-  tensor::quantize_activations(DType::Q8_0, q, q8.data(), dk);
-  tensor::dequantize_row(DType::Q8_0, q8.data(), out, dk);
+  const DType format = k_type == DType::F16 ? DType::F16 : DType::Q8_0;
+  q8.resize(row_bytes(format, dk));
+  tensor::quantize_activations(format, q, q8.data(), dk);
+  tensor::dequantize_row(format, q8.data(), out, dk);
 }
 
 // The query rows of one work item (a token block x a run of heads of one KV group), set up as the
@@ -195,10 +192,10 @@ void Attention::setup(int64_t item, ItemRows& rows) const {
   task.q = rows.q.data();
   task.out = rows.out.data();
   task.n_kv = rows.n_kv.data();
-  task.k = kv.k(il_, seq, 0) + row_bytes(kv.config().type_k, int64_t{hk} * dk);
-  task.v = kv.v(il_, seq, 0) + row_bytes(kv.config().type_v, int64_t{hk} * dv);
-  task.k_stride_bytes = static_cast<int64_t>(kv.k_row_bytes());
-  task.v_stride_bytes = static_cast<int64_t>(kv.v_row_bytes());
+  task.k = kv.k(il_, seq, hk, 0);
+  task.v = kv.v(il_, seq, hk, 0);
+  task.k_stride_bytes = static_cast<int64_t>(kv.k_head_bytes());
+  task.v_stride_bytes = static_cast<int64_t>(kv.v_head_bytes());
   task.k_type = kv.config().type_k;
   task.v_type = kv.config().type_v;
   task.dk = dk;

@@ -3,14 +3,15 @@
 // compiler flags. Everything here has internal linkage (see blocks.h on why).
 //
 // S provides: W (lanes), V (vector type), kValueVectors (V accumulation width in vectors),
-// zero/set1/load/store/add/sub/mul/max/fma(a, b, c) = a*b + c, hsum/hmax, hsum8(a[8], scale, out)
-// (out[i] = sum of a[i]'s lanes * scale), f16_to_f32(src, dst, n, n_pad) (zero-filled to n_pad) and
-// exp(x) for x <= 0 or -inf (exactly 0 for -inf). Q8_0 / Q4_0 rows are dequantized below, in the
+// kScoreRows (2 or 4) x kScoreVectors (score accumulators in registers), zero/set1/load/store/add/
+// sub/mul/max/fma(a, b, c) = a*b + c, hsum/hmax, transpose(V r[W]) (in place: r[i] becomes column
+// i), load_f16(src, lanes) (lanes < W: the rest zero, unread), f16_to_f32(src, dst, n, n_pad)
+// (zero-filled to n_pad) and exp(x) for x <= 0 or -inf (exactly 0 for -inf). Q8_0 / Q4_0 rows are dequantized below, in the
 // including file's vector width (d * q is exact in F32, so every ISA gets the same floats).
 //
-// Determinism: every (row, position) score is one accumulator over d in a fixed order, every row's
-// max, sum and accumulator updates are per row in position order, and the tiles sit at absolute
-// positions. No loop runs across rows with arithmetic that mixes them, so a row's bits do not depend
+// Determinism: every (row, position) score is one accumulator over d in order (keys are transposed
+// per tile so positions sit in lanes), every row's max, sum and accumulator updates are per row in
+// position order, and the tiles sit at absolute positions. No loop runs across rows with arithmetic that mixes them, so a row's bits do not depend
 // on which rows share its task or how many rows a micro-kernel handles at once.
 #pragma once
 
@@ -18,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #if defined(__AVX2__)
@@ -91,7 +93,7 @@ void dequantize_q4_0(const uint8_t* src, float* dst, int64_t n, int64_t n_pad) {
 
 // Per-thread working memory (each instantiating file has its own).
 struct AttentionWork {
-  std::vector<float> q, acc, kt, vt, w, m, l, c;
+  std::vector<float> q, acc, kt, kT, vt, w, m, l, c;
   std::vector<int32_t> n_tile;
 };
 
@@ -109,19 +111,98 @@ struct AttentionKernel {
     }
   }
 
-  // scores[p] = (q . kt[p]) * scale for p < round_up(n, 8): eight keys per q load, and their eight
-  // sums reduced together (the same reduction tree for every position, whatever n is). K rows are dkp
-  // floats apart; rows past the tile's end hold stale values whose scores are never used.
-  static void scores(const float* q, const float* kt, int64_t dkp, int32_t n, float scale, float* out) {
-    for (int32_t p = 0; p < n; p += 8) {
-      const float* k = kt + p * dkp;
-      V a[8];
-      for (int i = 0; i < 8; ++i) a[i] = S::zero();
-      for (int64_t j = 0; j < dkp; j += W) {
-        const V qv = S::load(q + j);
-        for (int i = 0; i < 8; ++i) a[i] = S::fma(qv, S::load(k + i * dkp + j), a[i]);
+  // Stores the W x W block held in r (row i = r[i]) transposed: column i to dst + i * ds.
+  static void store_transposed(V* r, float* dst, int64_t ds) {
+    S::transpose(r);
+#pragma GCC unroll 16
+    for (int i = 0; i < W; ++i) S::store(dst + i * ds, r[i]);
+  }
+
+  // The tile's keys transposed, kT[d * Pp + p] = key p's element d, for p < round_up(np, W) (keys
+  // past np are zero) and d < dkp. F16 keys are converted on the way, in registers; quantized ones
+  // are dequantized to kt first.
+  static void transpose_keys(const AttentionTask& t, int32_t p0, int32_t np, int64_t dkp, float* kt, float* kT,
+                             int64_t Pp) {
+    V r[W];
+    for (int32_t p = 0; p < np; p += W) {
+      const int32_t rows = std::min(W, np - p);
+      for (int64_t d = 0; d < dkp; d += W) {
+        const int32_t lanes = static_cast<int32_t>(std::min<int64_t>(W, t.dk - d));
+#pragma GCC unroll 16
+        for (int i = 0; i < W; ++i) {
+          if (i >= rows) {
+            r[i] = S::zero();
+          } else if (t.k_type == DType::F16) {
+            r[i] = S::load_f16(reinterpret_cast<const uint16_t*>(t.k + (p0 + p + i) * t.k_stride_bytes) + d, lanes);
+          } else {
+            if (d == 0) to_f32(t.k_type, t.k + (p0 + p + i) * t.k_stride_bytes, kt + i * dkp, t.dk, dkp);
+            r[i] = S::load(kt + i * dkp + d);
+          }
+        }
+        store_transposed(r, kT + d * Pp + p, Pp);
       }
-      S::hsum8(a, scale, out + p);
+    }
+  }
+
+  // Asks for the cache lines of positions [p0, p1) of K and V ahead of their use (the hardware
+  // prefetchers ramp up too slowly on runs of a few KB).
+  static void prefetch(const AttentionTask& t, int32_t p0, int32_t p1) {
+    if (p1 <= p0) return;
+    for (const auto& [base, stride] : {std::pair{t.k, t.k_stride_bytes}, std::pair{t.v, t.v_stride_bytes}}) {
+      const uint8_t* b = base + p0 * stride;
+      const int64_t bytes = (p1 - p0) * stride;
+      for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(b + i);
+    }
+  }
+
+  // For NR rows, positions [0, NV * W) from p: w[r][p + i] = (q[r] . kT[., p + i]) * scale, each
+  // score one accumulator over d = 0..dk-1 in order (positions sit in lanes, so no horizontal sums).
+  template <int NR, int NV>
+  static void score_block(const float* const* q, const float* kT, int64_t Pp, int32_t dk, int64_t p, float scale,
+                          float* const* w) {
+    V a[NR][NV];
+    #pragma GCC unroll 16
+    for (int r = 0; r < NR; ++r) {
+      #pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) a[r][v] = S::zero();
+    }
+    for (int32_t d = 0; d < dk; ++d) {
+      const float* k = kT + d * Pp + p;
+      V kv[NV];
+      #pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) kv[v] = S::load(k + v * W);
+      #pragma GCC unroll 16
+      for (int r = 0; r < NR; ++r) {
+        const V qd = S::set1(q[r][d]);
+        #pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) a[r][v] = S::fma(qd, kv[v], a[r][v]);
+      }
+    }
+    const V sv = S::set1(scale);
+    #pragma GCC unroll 16
+    for (int r = 0; r < NR; ++r) {
+      #pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) S::store(w[r] + p + v * W, S::mul(a[r][v], sv));
+    }
+  }
+
+  // Scores of NR rows for positions [0, nvec * W), NV vectors at a time.
+  template <int NR>
+  static void score_rows(const float* const* q, const float* kT, int64_t Pp, int32_t dk, int32_t nvec, float scale,
+                         float* const* w) {
+    constexpr int NV = S::kScoreVectors;
+    int32_t v = 0;
+    for (; v + NV <= nvec; v += NV) score_block<NR, NV>(q, kT, Pp, dk, int64_t{v} * W, scale, w);
+    for (; v < nvec; ++v) score_block<NR, 1>(q, kT, Pp, dk, int64_t{v} * W, scale, w);
+  }
+
+  static void scores(int nr, const float* const* q, const float* kT, int64_t Pp, int32_t dk, int32_t nvec,
+                     float scale, float* const* w) {
+    switch (nr) {  // nr <= S::kScoreRows
+      case 4: return score_rows<4>(q, kT, Pp, dk, nvec, scale, w);
+      case 3: return score_rows<3>(q, kT, Pp, dk, nvec, scale, w);
+      case 2: return score_rows<2>(q, kT, Pp, dk, nvec, scale, w);
+      default: return score_rows<1>(q, kT, Pp, dk, nvec, scale, w);
     }
   }
 
@@ -132,18 +213,25 @@ struct AttentionKernel {
   static void accumulate_block(float* const* acc, const float* const* w, const float* c, const float* vt,
                                int64_t dvp, int64_t j, int32_t n) {
     V a[NR][CB];
+    #pragma GCC unroll 16
     for (int i = 0; i < NR; ++i) {
+      #pragma GCC unroll 16
       for (int b = 0; b < CB; ++b) a[i][b] = S::mul(S::load(acc[i] + j + b * W), S::set1(c[i]));
     }
     for (int32_t p = 0; p < n; ++p) {
       V v[CB];
+      #pragma GCC unroll 16
       for (int b = 0; b < CB; ++b) v[b] = S::load(vt + p * dvp + j + b * W);
+      #pragma GCC unroll 16
       for (int i = 0; i < NR; ++i) {
         const V wi = S::set1(w[i][p]);
+        #pragma GCC unroll 16
         for (int b = 0; b < CB; ++b) a[i][b] = S::fma(wi, v[b], a[i][b]);
       }
     }
+    #pragma GCC unroll 16
     for (int i = 0; i < NR; ++i) {
+      #pragma GCC unroll 16
       for (int b = 0; b < CB; ++b) S::store(acc[i] + j + b * W, a[i][b]);
     }
   }
@@ -177,7 +265,8 @@ struct AttentionKernel {
 
     ws.q.assign(R * dkp, 0.0f);
     ws.acc.assign(R * dvp, 0.0f);
-    ws.kt.resize(P * dkp, 0.0f);
+    ws.kt.resize(W * dkp);
+    ws.kT.resize(dkp * Pp);
     ws.vt.resize(P * dvp);
     ws.w.resize(R * Pp);
     ws.m.assign(R, kNegInf);
@@ -191,22 +280,39 @@ struct AttentionKernel {
     }
     float* acc_ptr[4];
     const float* w_ptr[4];
+    const float* q_ptr[4];
+    float* w_rows[4];
     float c_blk[4];
 
     const int32_t p_stop = std::min(n_max, t.p_end);
     for (int32_t p0 = t.p_begin; p0 < p_stop; p0 += P) {
       const int32_t np = std::min(P, p_stop - p0);
+      prefetch(t, p0 + P, std::min(p0 + 2 * P, p_stop));
       for (int32_t p = 0; p < np; ++p) {
-        to_f32(t.k_type, t.k + (p0 + p) * t.k_stride_bytes, ws.kt.data() + p * dkp, t.dk, dkp);
         to_f32(t.v_type, t.v + (p0 + p) * t.v_stride_bytes, ws.vt.data() + p * dvp, t.dv, dvp);
       }
-      // Scores and weights, row by row: the running max moves once per tile.
+      transpose_keys(t, p0, np, dkp, ws.kt.data(), ws.kT.data(), Pp);
+      for (int32_t r = 0; r < R; ++r) ws.n_tile[r] = std::clamp(std::min(t.n_kv[r], t.p_end) - p0, 0, np);
+      // Scores for runs of up to kScoreRows rows that have positions here (each row's scores are
+      // the same whichever rows share its run), then weights row by row: the max moves once a tile.
+      for (int32_t r = 0; r < R;) {
+        if (ws.n_tile[r] == 0) {
+          ++r;
+          continue;
+        }
+        int32_t e = r, n_run = 0;
+        for (; e < R && e - r < S::kScoreRows && ws.n_tile[e] > 0; ++e) {
+          q_ptr[e - r] = ws.q.data() + e * dkp;
+          w_rows[e - r] = ws.w.data() + e * Pp;
+          n_run = std::max(n_run, ws.n_tile[e]);
+        }
+        scores(e - r, q_ptr, ws.kT.data(), Pp, t.dk, static_cast<int32_t>(round_up(n_run, W) / W), t.scale, w_rows);
+        r = e;
+      }
       for (int32_t r = 0; r < R; ++r) {
-        const int32_t n = std::clamp(std::min(t.n_kv[r], t.p_end) - p0, 0, np);
-        ws.n_tile[r] = n;
+        const int32_t n = ws.n_tile[r];
         if (n == 0) continue;
         float* w = ws.w.data() + r * Pp;
-        scores(ws.q.data() + r * dkp, ws.kt.data(), dkp, n, t.scale, w);
         const int64_t nv = round_up(n, W);
         std::fill(w + n, w + nv, kNegInf);
         V mx = S::set1(kNegInf);

@@ -23,6 +23,7 @@ namespace {
 struct ScalarOps {
   static constexpr int W = 1;
   static constexpr int kValueVectors = 4;
+  static constexpr int kScoreRows = 4, kScoreVectors = 4;
   using V = float;
   static V zero() { return 0.0f; }
   static V set1(float x) { return x; }
@@ -35,9 +36,8 @@ struct ScalarOps {
   static V fma(V a, V b, V c) { return a * b + c; }
   static float hsum(V v) { return v; }
   static float hmax(V v) { return v; }
-  static void hsum8(const V* a, float scale, float* out) {
-    for (int i = 0; i < 8; ++i) out[i] = a[i] * scale;
-  }
+  static void transpose(V*) {}
+  static V load_f16(const uint16_t* src, int) { return fp16_to_fp32(*src); }
   static V exp(V x) { return std::exp(x); }
   static void f16_to_f32(const uint16_t* src, float* dst, int64_t n, int64_t n_pad) {
     for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(src[i]);

@@ -90,13 +90,16 @@ void quantize_row_q8_k(const float* x, BlockQ8K* y, int64_t n) {
   }
 }
 
+void f32_to_f16_f16c(const float* x, uint16_t* out, int64_t n);  // x86/vec_dot_avx2.cpp
+
 }  // namespace detail
 
 void quantize_activations(DType format, const float* x, void* dst, int64_t n) {
   switch (format) {
     case DType::F32: std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float)); return;
-    case DType::F16: {
+    case DType::F16: {  // exact rounding either way; F16C is just faster
       auto* h = static_cast<uint16_t*>(dst);
+      if (best_isa() >= Isa::Avx2) return detail::f32_to_f16_f16c(x, h, n);
       for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(x[i]);
       return;
     }

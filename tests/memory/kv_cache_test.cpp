@@ -97,9 +97,17 @@ TEST(KvCache, rows_sizes_and_offsets_follow_each_type) {
     EXPECT_EQ(kv->bytes(), want);
     EXPECT_EQ(kv->k_row_bytes(), c.k_row);
     EXPECT_EQ(kv->v_row_bytes(), c.v_row);
-    // Layer 2 is the second layer with a cache: slot 1.
-    EXPECT_EQ(kv->k(2, 1, 3) - kv->k(0, 0, 0), static_cast<ptrdiff_t>(((1 * 2 + 1) * 10 + 3) * c.k_row));
-    EXPECT_EQ(kv->v(3, 0, 9) - kv->v(0, 0, 0), static_cast<ptrdiff_t>(((2 * 2 + 0) * 10 + 9) * c.v_row));
+    // Two heads per row; layer 2 is the second layer with a cache (slot 1). Head-major: a head's
+    // positions are adjacent, then the next head, sequence, layer.
+    ASSERT_EQ(kv->n_head_k(), 2);
+    ASSERT_EQ(kv->n_head_v(), 2);
+    EXPECT_EQ(kv->k_head_bytes() * 2, c.k_row);
+    EXPECT_EQ(kv->v_head_bytes() * 2, c.v_row);
+    EXPECT_EQ(kv->k(2, 1, 1, 3) - kv->k(0, 0, 0, 0),
+              static_cast<ptrdiff_t>((((1 * 2 + 1) * 2 + 1) * 10 + 3) * kv->k_head_bytes()));
+    EXPECT_EQ(kv->v(3, 0, 1, 9) - kv->v(0, 0, 0, 0),
+              static_cast<ptrdiff_t>((((2 * 2 + 0) * 2 + 1) * 10 + 9) * kv->v_head_bytes()));
+    EXPECT_EQ(kv->k(0, 0, 0, 1) - kv->k(0, 0, 0, 0), static_cast<ptrdiff_t>(kv->k_head_bytes()));
   }
 }
 
@@ -117,13 +125,14 @@ TEST(KvCache, quantized_types_refuse_rows_or_heads_that_are_not_whole_blocks) {
   EXPECT_TRUE(KvCache::create(heads).ok());
 
   KvConfig row = config(DType::F16, DType::Q4_0);
-  row.n_embd_v = 48;
-  row.head_dim_v = 0;  // unknown head: only the row is checked
+  row.n_embd_v = 48;  // not whole heads of 32
   kv = KvCache::create(row);
   ASSERT_FALSE(kv.ok());
-  for (const char* part : {"V", "q4_0", "layer 0", "48"}) {
+  for (const char* part : {"V", "layer 0", "48", "heads of 32"}) {
     EXPECT_NE(kv.error().message.find(part), std::string::npos) << part << " in: " << kv.error().message;
   }
+  row.head_dim_v = 0;  // unknown head size: refused as well
+  EXPECT_FALSE(KvCache::create(row).ok());
 }
 
 TEST(KvCache, other_types_are_refused_with_the_supported_list) {
@@ -150,6 +159,18 @@ TEST(KvCache, sizes_from_outside_saturate_instead_of_overflowing) {
   c.n_embd_k = 1 << 30;
   EXPECT_EQ(KvCache::bytes_needed(c), kSaturated);
   EXPECT_FALSE(KvCache::create(c).ok());
+}
+
+// Layer 2's K (V) row of (seq, pos), its heads gathered in order.
+std::vector<uint8_t> row(const KvCache& kv, bool is_k, int seq, int pos) {
+  std::vector<uint8_t> out;
+  const int32_t heads = is_k ? kv.n_head_k() : kv.n_head_v();
+  const size_t bytes = is_k ? kv.k_head_bytes() : kv.v_head_bytes();
+  for (int32_t h = 0; h < heads; ++h) {
+    const uint8_t* p = is_k ? kv.k(2, seq, h, pos) : kv.v(2, seq, h, pos);
+    out.insert(out.end(), p, p + bytes);
+  }
+  return out;
 }
 
 TEST(KvCache, rows_are_written_in_llama_cpp_formats_and_copied_whole) {
@@ -181,14 +202,14 @@ TEST(KvCache, rows_are_written_in_llama_cpp_formats_and_copied_whole) {
     }
     const std::string what = kv_type_name(c.k);
     ASSERT_EQ(want_k.size(), kv->k_row_bytes()) << what;
-    EXPECT_EQ(0, std::memcmp(kv->k(2, 1, 4), want_k.data(), want_k.size())) << what;
-    EXPECT_EQ(0, std::memcmp(kv->v(2, 1, 4), want_v.data(), want_v.size())) << what;
+    EXPECT_EQ(row(*kv, true, 1, 4), want_k) << what;
+    EXPECT_EQ(row(*kv, false, 1, 4), want_v) << what;
     // Sequence copy carries the quantized rows byte for byte.
     kv->set_n_past(1, 5);
     ASSERT_TRUE(kv->copy(1, 0).ok());
     EXPECT_EQ(kv->n_past(0), 5);
-    EXPECT_EQ(0, std::memcmp(kv->k(2, 0, 4), want_k.data(), want_k.size())) << what;
-    EXPECT_EQ(0, std::memcmp(kv->v(2, 0, 4), want_v.data(), want_v.size())) << what;
+    EXPECT_EQ(row(*kv, true, 0, 4), want_k) << what;
+    EXPECT_EQ(row(*kv, false, 0, 4), want_v) << what;
   }
 }
 

@@ -120,8 +120,8 @@ class Fixture {
         kv_->write_k(0, seq, p, k.data());
         kv_->write_v(0, seq, p, v.data());
         if (p >= visible) {
-          poison(c.type_k, kv_->k(0, seq, p), kv_->k_row_bytes());
-          poison(c.type_v, kv_->v(0, seq, p), kv_->v_row_bytes());
+          for (int32_t h = 0; h < kv_->n_head_k(); ++h) poison(c.type_k, kv_->k(0, seq, h, p), kv_->k_head_bytes());
+          for (int32_t h = 0; h < kv_->n_head_v(); ++h) poison(c.type_v, kv_->v(0, seq, h, p), kv_->v_head_bytes());
         }
       }
     }
@@ -146,7 +146,6 @@ class Fixture {
     const double scale = 1.0 / std::sqrt(static_cast<double>(dk));
     const double eps_exp = isa == Isa::Scalar ? kU : 0x1p-22;
     const double P = tensor::attention_tile_positions(dk, dv);
-    const size_t k_head = row_bytes(kt, dk), v_head = row_bytes(vt, dv);
     double worst = 0.0;
     std::vector<double> qh(dk), kd(dk), vd(dv);
     for (int64_t t = 0; t < batch_.size(); ++t) {
@@ -157,7 +156,7 @@ class Fixture {
         std::vector<double> s(n);
         double s_max = -1e300, abs_max = 0.0, v_max = 0.0;
         for (int32_t p = 0; p < n; ++p) {
-          dequantize(kt, kv_->k(0, seq, p) + hk * k_head, kd.data(), dk);
+          dequantize(kt, kv_->k(0, seq, hk, p), kd.data(), dk);
           double dot = 0.0, abs = 0.0;
           for (int32_t d = 0; d < dk; ++d) {
             dot += qh[d] * kd[d];
@@ -173,7 +172,7 @@ class Fixture {
           const double w = std::exp(s[p] - s_max);
           R = std::max(R, s_max - s[p]);
           sum += w;
-          dequantize(vt, kv_->v(0, seq, p) + hk * v_head, vd.data(), dv);
+          dequantize(vt, kv_->v(0, seq, hk, p), vd.data(), dv);
           for (int32_t d = 0; d < dv; ++d) {
             o[d] += w * vd[d];
             v_max = std::max(v_max, std::fabs(vd[d]));

@@ -66,6 +66,8 @@ class Fixture {
     c.layer_has_kv = {1};
     c.n_embd_k = hp_.n_embd_k_gqa();
     c.n_embd_v = hp_.n_embd_v_gqa();
+    c.head_dim_k = s.dk;
+    c.head_dim_v = s.dv;
     c.n_seq = n_seq;
     c.n_ctx_per_seq = n_ctx;
     auto kv = memory::KvCache::create(c);
@@ -86,10 +88,14 @@ class Fixture {
         if (batch_.seq[t] == seq) visible = std::max(visible, batch_.pos[t] + 1);
       }
       for (int32_t p = 0; p < c.n_ctx_per_seq; ++p) {
-        auto* k = reinterpret_cast<uint16_t*>(kv_->k(0, seq, p));
-        auto* v = reinterpret_cast<uint16_t*>(kv_->v(0, seq, p));
-        for (int32_t i = 0; i < c.n_embd_k; ++i) k[i] = p < visible ? fp32_to_fp16(u(rng_)) : kF16Nan;
-        for (int32_t i = 0; i < c.n_embd_v; ++i) v[i] = p < visible ? fp32_to_fp16(u(rng_)) : kF16Nan;
+        for (int32_t h = 0; h < kv_->n_head_k(); ++h) {
+          auto* k = reinterpret_cast<uint16_t*>(kv_->k(0, seq, h, p));
+          for (int32_t i = 0; i < c.head_dim_k; ++i) k[i] = p < visible ? fp32_to_fp16(u(rng_)) : kF16Nan;
+        }
+        for (int32_t h = 0; h < kv_->n_head_v(); ++h) {
+          auto* v = reinterpret_cast<uint16_t*>(kv_->v(0, seq, h, p));
+          for (int32_t i = 0; i < c.head_dim_v; ++i) v[i] = p < visible ? fp32_to_fp16(u(rng_)) : kF16Nan;
+        }
       }
     }
     q_.resize(batch_.size() * hp_.n_head * hp_.head_dim_k);
@@ -122,7 +128,7 @@ class Fixture {
         for (int32_t d = 0; d < dk; ++d) qh[d] = fp16_to_fp32(fp32_to_fp16(q[d]));
         double s_max = -1e300, abs_max = 0.0, v_max = 0.0;
         for (int32_t p = 0; p < n; ++p) {
-          const uint16_t* k = reinterpret_cast<const uint16_t*>(kv_->k(0, seq, p)) + hk * dk;
+          const uint16_t* k = reinterpret_cast<const uint16_t*>(kv_->k(0, seq, hk, p));
           double dot = 0.0, abs = 0.0;
           for (int32_t d = 0; d < dk; ++d) {
             dot += qh[d] * fp16_to_fp32(k[d]);
@@ -138,7 +144,7 @@ class Fixture {
           const double w = std::exp(s[p] - s_max);
           R = std::max(R, s_max - s[p]);
           sum += w;
-          const uint16_t* v = reinterpret_cast<const uint16_t*>(kv_->v(0, seq, p)) + hk * dv;
+          const uint16_t* v = reinterpret_cast<const uint16_t*>(kv_->v(0, seq, hk, p));
           for (int32_t d = 0; d < dv; ++d) {
             o[d] += w * fp16_to_fp32(v[d]);
             v_max = std::max(v_max, std::fabs(static_cast<double>(fp16_to_fp32(v[d]))));

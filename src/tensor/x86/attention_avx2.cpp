@@ -10,6 +10,7 @@ namespace {
 struct Avx2Ops {
   static constexpr int W = 8;
   static constexpr int kValueVectors = 2;  // 4 rows x 2 accumulators + loads fit the 16 registers
+  static constexpr int kScoreRows = 2, kScoreVectors = 4;  // 8 accumulators, 4 key loads, 2 queries
   using V = __m256;
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float x) { return _mm256_set1_ps(x); }
@@ -26,12 +27,31 @@ struct Avx2Ops {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
-  static void hsum8(const V* a, float scale, float* out) { store(out, mul(sums8(a), set1(scale))); }
-  // Lane i = sum of a[i]'s lanes: pairwise adds within 128-bit halves, then the two halves.
-  static V sums8(const V* a) {
-    const V q0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-    const V q1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
-    return _mm256_add_ps(_mm256_permute2f128_ps(q0, q1, 0x20), _mm256_permute2f128_ps(q0, q1, 0x31));
+  // 8 x 8 in place: pairs of rows interleaved, then pairs of pairs, then the 128-bit halves.
+  static void transpose(V* r) {
+    V t[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i += 4) {
+      r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+      r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+      r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+      r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 4; ++i) {
+      t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+      t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) r[i] = t[i];
+  }
+  static V load_f16(const uint16_t* src, int lanes) {
+    if (lanes >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+    alignas(16) uint16_t h[8] = {};
+    for (int i = 0; i < lanes; ++i) h[i] = src[i];
+    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
   }
   static float hmax(V v) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

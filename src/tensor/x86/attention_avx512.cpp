@@ -16,6 +16,7 @@ namespace {
 struct Avx512Ops {
   static constexpr int W = 16;
   static constexpr int kValueVectors = 4;  // 4 rows x 4 accumulators + loads fit the 32 registers
+  static constexpr int kScoreRows = 4, kScoreVectors = 4;  // 16 accumulators, 4 key loads, 4 queries
   using V = __m512;
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float x) { return _mm512_set1_ps(x); }
@@ -28,14 +29,35 @@ struct Avx512Ops {
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static float hsum(V v) { return _mm512_reduce_add_ps(v); }
   static float hmax(V v) { return _mm512_reduce_max_ps(v); }
-  // out[i] = sum of a[i]'s lanes * scale: each folded to 8 lanes, then pairwise adds as in AVX2.
-  static void hsum8(const V* a, float scale, float* out) {
-    __m256 h[8];
-    for (int i = 0; i < 8; ++i) h[i] = _mm256_add_ps(_mm512_castps512_ps256(a[i]), _mm512_extractf32x8_ps(a[i], 1));
-    const __m256 q0 = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
-    const __m256 q1 = _mm256_hadd_ps(_mm256_hadd_ps(h[4], h[5]), _mm256_hadd_ps(h[6], h[7]));
-    const __m256 s = _mm256_add_ps(_mm256_permute2f128_ps(q0, q1, 0x20), _mm256_permute2f128_ps(q0, q1, 0x31));
-    _mm256_storeu_ps(out, _mm256_mul_ps(s, _mm256_set1_ps(scale)));
+  // 16 x 16 in place: pairs of rows interleaved, pairs of pairs, then 128-bit lanes in two rounds.
+  static void transpose(V* r) {
+    V t[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i += 2) t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i += 4) {
+      r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+      r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+      r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+      r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+#pragma GCC unroll 16
+    for (int h = 0; h < 16; h += 8) {
+#pragma GCC unroll 16
+      for (int i = 0; i < 4; ++i) {
+        t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+        t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 8; ++i) {
+      r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+      r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+  }
+  static V load_f16(const uint16_t* src, int lanes) {
+    if (lanes >= 16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << lanes) - 1), src));
   }
   // e^x for x <= 0, as in attention_avx2.cpp (degree-7 Taylor polynomial on |r| <= ln2/2).
   static V exp(V x) {
