@@ -57,6 +57,17 @@ inline __m512i dot_steps(const __m512i (&q)[K], const int8_t* a) {
   }
 }
 
+// Asks for the weight bytes about 4 KB past block b (the next group's, past a group's end: groups
+// are contiguous). Decode streams each weight once from memory, and the kernels' loads alone leave
+// the hardware prefetchers too little lead when they stall on the arithmetic.
+template <typename X>
+inline void prefetch_ahead(const X* b) {
+  constexpr size_t kAhead = (4096 + sizeof(X) - 1) / sizeof(X) * sizeof(X);
+  const char* p = reinterpret_cast<const char*>(b) + kAhead;
+  #pragma GCC unroll 64
+  for (size_t o = 0; o < sizeof(X); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
 // Tile plumbing shared by the kernels: token t's activation row, zeroed accumulators, stored outputs.
 template <typename A, int N>
 inline void token_rows(const ActRows& a, int64_t t0, const A* (&rows)[N]) {
@@ -81,7 +92,7 @@ struct Blocks32x16 {
   using X = std::conditional_t<kFour, BlockQ4_0x16, BlockQ8_0x16>;
   static constexpr int kBiasShift = kFour ? 3 : 7;
 
-  template <int N>
+  template <int N, bool kStream>
   static void run(int64_t n, const X* w, const ActRows& a, int64_t t0, float* y, int64_t ys) {
     const BlockQ8_0* ab[N];
     const int32_t* sums[N];
@@ -91,6 +102,7 @@ struct Blocks32x16 {
     __m512 acc[N];
     zero_all(acc);
     for (int64_t i = 0; i < n / kQK; ++i) {
+      if constexpr (kStream) prefetch_ahead(w + i);
       const X& b = w[i];
       __m512i q[8];
       if constexpr (kFour) {
@@ -133,13 +145,14 @@ template <bool kFive>
 struct K45x16 {
   using X = std::conditional_t<kFive, BlockQ5Kx16, BlockQ4Kx16>;
 
-  template <int N>
+  template <int N, bool kStream>
   static void run(int64_t n, const X* w, const ActRows& a, int64_t t0, float* y, int64_t ys) {
     const BlockQ8K* ab[N];
     token_rows(a, t0, ab);
     __m512 acc[N];
     zero_all(acc);
     for (int64_t i = 0; i < n / kQKK; ++i) {
+      if constexpr (kStream) prefetch_ahead(w + i);
       const X& b = w[i];
       __m512i sumi[N];
       zero_all(sumi);
@@ -184,7 +197,7 @@ struct K45x16 {
 struct Q6Kx16 {
   using X = BlockQ6Kx16;
 
-  template <int N>
+  template <int N, bool kStream>
   static void run(int64_t n, const X* w, const ActRows& a, int64_t t0, float* y, int64_t ys) {
     const BlockQ8K* ab[N];
     token_rows(a, t0, ab);
@@ -192,6 +205,7 @@ struct Q6Kx16 {
     __m512 acc[N];
     zero_all(acc);
     for (int64_t i = 0; i < n / kQKK; ++i) {
+      if constexpr (kStream) prefetch_ahead(w + i);
       const X& b = w[i];
       __m512i sumi[N];
       zero_all(sumi);
@@ -228,26 +242,33 @@ struct Q6Kx16 {
 
 constexpr int kTileTokens = 8;
 
-template <typename K, int N = kTileTokens>
+template <typename K, bool kStream, int N = kTileTokens>
 inline void run_n(int nt, int64_t n, const typename K::X* w, const ActRows& a, int64_t t0, float* y, int64_t ys) {
   if constexpr (N >= 1) {
     if (nt == N) {
-      K::template run<N>(n, w, a, t0, y, ys);
+      K::template run<N, kStream>(n, w, a, t0, y, ys);
     } else {
-      run_n<K, N - 1>(nt, n, w, a, t0, y, ys);
+      run_n<K, kStream, N - 1>(nt, n, w, a, t0, y, ys);
     }
   }
 }
 
-// One group at a time (its weights stay in L1/L2) for every tile of tokens.
+// One group at a time (its weights stay in L1/L2) for every tile of tokens. With one tile (decode,
+// server slots) every weight is read once, streamed from memory with software prefetch; with more,
+// the group is reused from cache and prefetching would only cost instructions.
 template <typename K>
 void gemm16(int64_t n, const uint8_t* w, size_t group_bytes, int64_t groups, const ActRows& a, int64_t tokens,
             float* y, int64_t ys) {
+  const bool stream = tokens <= kTileTokens;
   for (int64_t g = 0; g < groups; ++g) {
     const auto* wg = reinterpret_cast<const typename K::X*>(w + g * group_bytes);
     for (int64_t t0 = 0; t0 < tokens; t0 += kTileTokens) {
       const int nt = static_cast<int>(std::min<int64_t>(kTileTokens, tokens - t0));
-      run_n<K>(nt, n, wg, a, t0, y + t0 * ys + 16 * g, ys);
+      if (stream) {
+        run_n<K, true>(nt, n, wg, a, t0, y + t0 * ys + 16 * g, ys);
+      } else {
+        run_n<K, false>(nt, n, wg, a, t0, y + t0 * ys + 16 * g, ys);
+      }
     }
   }
 }
