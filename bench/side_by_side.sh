@@ -33,7 +33,7 @@ for s in "${sections[@]}"; do
     tg1) for m in llama-1b-q4_k_m llama-1b-q8_0; do run "1 thread" "$m" -p 0 -n 128 -r 2 -t 1; done ;;
     depth)
       for m in "${models[@]}"; do
-        for c in f16 q8_0; do run "depth 8192, $c cache" "$m" -p 512 -n 32 -d 8192 -r 1 -t 2 -ctk "$c" -ctv "$c"; done
+        for c in f16 q8_0; do run "depth 8192, $c cache" "$m" -p 512 -n 32 -d 8192 -r 1 -t 2 -ctk "$c" -ctv "$c" -fa 1; done
       done ;;
     *) echo "unknown section $s" >&2; exit 1 ;;
   esac
