@@ -114,7 +114,7 @@ struct AttentionKernel {
   // Stores the W x W block held in r (row i = r[i]) transposed: column i to dst + i * ds.
   static void store_transposed(V* r, float* dst, int64_t ds) {
     S::transpose(r);
-#pragma GCC unroll 16
+    #pragma GCC unroll 16
     for (int i = 0; i < W; ++i) S::store(dst + i * ds, r[i]);
   }
 
@@ -128,7 +128,7 @@ struct AttentionKernel {
       const int32_t rows = std::min(W, np - p);
       for (int64_t d = 0; d < dkp; d += W) {
         const int32_t lanes = static_cast<int32_t>(std::min<int64_t>(W, t.dk - d));
-#pragma GCC unroll 16
+        #pragma GCC unroll 16
         for (int i = 0; i < W; ++i) {
           if (i >= rows) {
             r[i] = S::zero();
@@ -280,8 +280,8 @@ struct AttentionKernel {
     }
     float* acc_ptr[4];
     const float* w_ptr[4];
-    const float* q_ptr[4];
-    float* w_rows[4];
+    const float* q_ptr[4] = {};
+    float* w_rows[4] = {};
     float c_blk[4];
 
     const int32_t p_stop = std::min(n_max, t.p_end);

@@ -30,21 +30,21 @@ struct Avx2Ops {
   // 8 x 8 in place: pairs of rows interleaved, then pairs of pairs, then the 128-bit halves.
   static void transpose(V* r) {
     V t[8];
-#pragma GCC unroll 8
+    #pragma GCC unroll 8
     for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-#pragma GCC unroll 8
+    #pragma GCC unroll 8
     for (int i = 0; i < 8; i += 4) {
       r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
       r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
       r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
       r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
     }
-#pragma GCC unroll 8
+    #pragma GCC unroll 8
     for (int i = 0; i < 4; ++i) {
       t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
       t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
     }
-#pragma GCC unroll 8
+    #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) r[i] = t[i];
   }
   static V load_f16(const uint16_t* src, int lanes) {

@@ -32,24 +32,24 @@ struct Avx512Ops {
   // 16 x 16 in place: pairs of rows interleaved, pairs of pairs, then 128-bit lanes in two rounds.
   static void transpose(V* r) {
     V t[16];
-#pragma GCC unroll 16
+    #pragma GCC unroll 16
     for (int i = 0; i < 16; i += 2) t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-#pragma GCC unroll 16
+    #pragma GCC unroll 16
     for (int i = 0; i < 16; i += 4) {
       r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
       r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
       r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
       r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
     }
-#pragma GCC unroll 16
+    #pragma GCC unroll 16
     for (int h = 0; h < 16; h += 8) {
-#pragma GCC unroll 16
+      #pragma GCC unroll 16
       for (int i = 0; i < 4; ++i) {
         t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
         t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
       }
     }
-#pragma GCC unroll 16
+    #pragma GCC unroll 16
     for (int i = 0; i < 8; ++i) {
       r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
       r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
