@@ -132,15 +132,16 @@ Result<KvCache> KvCache::create(const KvConfig& config) {
 }
 
 // Head by head: quantized heads are whole blocks, so the bytes equal those of the whole row.
-void KvCache::store(DType type, const float* x, int il, int seq, int pos, bool is_k) {
+void KvCache::store(bool is_k, int il, int seq, int pos, const float* x) {
+  const DType type = is_k ? config_.type_k : config_.type_v;
   const int32_t heads = is_k ? n_head_k_ : n_head_v_;
   const int64_t n = (is_k ? config_.n_embd_k : config_.n_embd_v) / heads;
   for (int32_t h = 0; h < heads; ++h) store_row(type, x + h * n, is_k ? k(il, seq, h, pos) : v(il, seq, h, pos), n);
 }
 
-void KvCache::write_k(int il, int seq, int pos, const float* x) { store(config_.type_k, x, il, seq, pos, true); }
+void KvCache::write_k(int il, int seq, int pos, const float* x) { store(true, il, seq, pos, x); }
 
-void KvCache::write_v(int il, int seq, int pos, const float* x) { store(config_.type_v, x, il, seq, pos, false); }
+void KvCache::write_v(int il, int seq, int pos, const float* x) { store(false, il, seq, pos, x); }
 
 Status KvCache::remove_from(int seq, int32_t p0) {
   if (seq < 0 || seq >= config_.n_seq) return make_error("KV cache: sequence {} out of range", seq);

@@ -51,8 +51,7 @@ class KvCache {
   size_t bytes() const { return k_.size() + v_.size(); }
   size_t k_row_bytes() const { return k_head_bytes_ * n_head_k_; }  // all heads of one position
   size_t v_row_bytes() const { return v_head_bytes_ * n_head_v_; }
-  // One head's slice of one position (head_dim elements; the whole row when head_dim is 0), and the
-  // number of heads per row.
+  // One head's slice of one position (head_dim elements), and the number of heads per row.
   size_t k_head_bytes() const { return k_head_bytes_; }
   size_t v_head_bytes() const { return v_head_bytes_; }
   int32_t n_head_k() const { return n_head_k_; }
@@ -91,7 +90,7 @@ class KvCache {
   size_t v_offset(int il, int seq, int head, int pos) const {
     return offset(il, seq, head, pos, n_head_v_, v_head_bytes_);
   }
-  void store(DType type, const float* x, int il, int seq, int pos, bool is_k);
+  void store(bool is_k, int il, int seq, int pos, const float* x);
 
   KvConfig config_;
   size_t k_head_bytes_ = 0, v_head_bytes_ = 0;

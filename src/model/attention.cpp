@@ -25,18 +25,18 @@ struct TokenBlock {
 // Q meets the keys in the format llama.cpp's flash attention converts it to for their type (its
 // vec_dot_type): F16 for F16 keys, Q8_0 for Q8_0 and Q4_0 keys. Here it is rounded through that
 // format and back, so the kernel's F32 dot sees the values llama.cpp's dot sees.
-void round_query(DType k_type, const float* q, float* out, int32_t dk, std::vector<uint8_t>& q8) {
+void round_query(DType k_type, const float* q, float* out, int32_t dk, std::vector<uint8_t>& rounded) {
   const DType format = k_type == DType::F16 ? DType::F16 : DType::Q8_0;
-  q8.resize(row_bytes(format, dk));
-  tensor::quantize_activations(format, q, q8.data(), dk);
-  tensor::dequantize_row(format, q8.data(), out, dk);
+  rounded.resize(row_bytes(format, dk));
+  tensor::quantize_activations(format, q, rounded.data(), dk);
+  tensor::dequantize_row(format, rounded.data(), out, dk);
 }
 
 // The query rows of one work item (a token block x a run of heads of one KV group), set up as the
 // kernel takes them (queries rounded as round_query says).
 struct ItemRows {
   std::vector<float> q16;
-  std::vector<uint8_t> q8;
+  std::vector<uint8_t> rounded;  // a query in the keys' dot format
   std::vector<const float*> q;
   std::vector<float*> out;
   std::vector<int32_t> n_kv;
@@ -179,7 +179,7 @@ void Attention::setup(int64_t item, ItemRows& rows) const {
       const int32_t r = j * nh + h;
       const float* q = q_all_ + (int64_t{t} * hp.n_head + h0 + h) * dk;
       float* qr = rows.q16.data() + int64_t{r} * dk;
-      round_query(kv.config().type_k, q, qr, dk, rows.q8);
+      round_query(kv.config().type_k, q, qr, dk, rows.rounded);
       rows.q[r] = qr;
       rows.out[r] = out_ + (int64_t{t} * hp.n_head + h0 + h) * dv;
       rows.n_kv[r] = ctx_.batch.pos[t] + 1;

@@ -6,13 +6,15 @@
 // kScoreRows (2 or 4) x kScoreVectors (score accumulators in registers), zero/set1/load/store/add/
 // sub/mul/max/fma(a, b, c) = a*b + c, hsum/hmax, transpose(V r[W]) (in place: r[i] becomes column
 // i), load_f16(src, lanes) (lanes < W: the rest zero, unread), f16_to_f32(src, dst, n, n_pad)
-// (zero-filled to n_pad) and exp(x) for x <= 0 or -inf (exactly 0 for -inf). Q8_0 / Q4_0 rows are dequantized below, in the
-// including file's vector width (d * q is exact in F32, so every ISA gets the same floats).
+// (zero-filled to n_pad) and exp(x) for x <= 0 or -inf (exactly 0 for -inf). Q8_0 / Q4_0 rows are
+// dequantized below, in the including file's vector width (d * q is exact in F32, so every ISA
+// gets the same floats).
 //
 // Determinism: every (row, position) score is one accumulator over d in order (keys are transposed
 // per tile so positions sit in lanes), every row's max, sum and accumulator updates are per row in
-// position order, and the tiles sit at absolute positions. No loop runs across rows with arithmetic that mixes them, so a row's bits do not depend
-// on which rows share its task or how many rows a micro-kernel handles at once.
+// position order, and the tiles sit at absolute positions. No loop runs across rows with arithmetic
+// that mixes them, so a row's bits do not depend on which rows share its task or how many rows a
+// micro-kernel handles at once.
 #pragma once
 
 #include <algorithm>
