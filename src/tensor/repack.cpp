@@ -139,6 +139,16 @@ void unpack_typed(const MatrixView& w, int64_t r, uint8_t* out) {
 }  // namespace
 }  // namespace detail
 
+namespace detail {
+
+Gemm16Fn gemm16_fn(DType w) {
+  static const bool avx512 = best_isa() == Isa::Avx512 && cpu_has_avx512_vnni();
+  if (avx512) return avx512_gemm16(w);
+  return best_isa() == Isa::Avx2 || best_isa() == Isa::Avx512 ? avx2_gemm16(w) : nullptr;
+}
+
+}  // namespace detail
+
 size_t repacked_row_bytes(DType type, int64_t cols) {
   using namespace detail;
   switch (type) {
@@ -155,7 +165,7 @@ bool repacks(DType type, int64_t rows, int64_t cols) {
   static const bool disabled = std::getenv("STRATA_NO_REPACK") != nullptr;
   const int64_t block = type == DType::Q8_0 || type == DType::Q4_0 ? detail::kQK : detail::kQKK;
   return !disabled && repacked_row_bytes(type, cols) > 0 && rows > 0 && rows % kRepackRows == 0 && cols > 0 &&
-         cols % block == 0 && detail::avx512_gemm16(type) != nullptr;
+         cols % block == 0 && detail::gemm16_fn(type) != nullptr;
 }
 
 bool repackable(const MatrixView& w) {

@@ -1,10 +1,11 @@
 // Weights repacked at load for the prompt GEMM: groups of 16 rows interleaved so that one 64-byte
 // load holds 4 consecutive elements of each of the 16 rows, and vpdpbusd against 4 broadcast
-// activation bytes adds one product of 4 elements to each row's lane. Scales are unpacked to bytes
+// activation bytes adds one product of 4 elements to each row's lane (on AVX2, vpmaddubsw on each
+// 32-byte half of 8 rows, then vpmaddwd; the same integers). Scales are unpacked to bytes
 // beside the quants. The same kernel runs one token (decode) and tiles of up to 8 tokens (prompts):
 // each output is the same integer sums and the same float operations in the same order, so results
 // depend neither on the batch nor on the thread count. Used for Q4_0, Q8_0, Q4_K, Q5_K and Q6_K
-// matrices whose row count is a multiple of 16, on CPUs with AVX-512 VNNI.
+// matrices whose row count is a multiple of 16, on CPUs with AVX-512 VNNI or AVX2.
 #pragma once
 
 #include <cstddef>

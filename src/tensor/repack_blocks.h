@@ -63,5 +63,9 @@ struct ActRows {
 using Gemm16Fn = void (*)(int64_t n, const uint8_t* w, size_t group_bytes, int64_t groups, const ActRows& a,
                           int64_t tokens, float* y, int64_t ys);
 Gemm16Fn avx512_gemm16(DType w);  // x86/gemm16_avx512.cpp (needs VNNI); null if w has none
+Gemm16Fn avx2_gemm16(DType w);    // x86/gemm16_avx2.cpp
+// The kernel this machine runs for w (the best ISA within STRATA_MAX_ISA), null if none: every
+// repacked matrix goes through it, so one token and prompts take the same one.
+Gemm16Fn gemm16_fn(DType w);
 
 }  // namespace strata::tensor::detail

@@ -11,6 +11,7 @@
 #include "quant_test_util.h"
 #include "tensor/matmul.h"
 #include "tensor/repack.h"
+#include "tensor/repack_blocks.h"
 #include "tensor/thread_pool.h"
 
 namespace strata::tensor {
@@ -43,7 +44,7 @@ Matrix repacked(const MatrixView& w) {
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 #define SKIP_WITHOUT_REPACKING(t)                                                  \
-  if (!repacks(t, 16, 256)) GTEST_SKIP() << "this CPU has no repacked kernels (needs AVX-512 VNNI)"
+  if (!repacks(t, 16, 256)) GTEST_SKIP() << "this CPU has no repacked kernels (needs AVX2)"
 
 TEST(Repack, EveryRowUnpacksToItsOriginalBytes) {
   std::mt19937 rng(3);
@@ -120,6 +121,40 @@ TEST(Repack, KernelMatchesTheDequantizedDot) {
   }
 }
 
+// Every quant byte at its largest magnitude (0xFF: nibbles 15, 6-bit scales 63, Q6_K q 63 with
+// scales -1; Q8_0 -128) against activations all at the quantizers' extreme (Q8_K -128, Q8_0 127):
+// the AVX2 kernels sum int16 pairs over several k-steps, and a bound one step too loose overflows.
+TEST(Repack, ExtremeQuantsDoNotOverflow) {
+  ThreadPool pool(1);
+  for (DType t : kTypes) {
+    SKIP_WITHOUT_REPACKING(t);
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const int64_t rows = 16, cols = 512;
+    std::vector<uint8_t> row(row_bytes(t, cols), t == DType::Q8_0 ? 0x80 : 0xFF);
+    for (size_t off = 0; off < row.size(); off += testing::block_bytes(t)) {
+      testing::put_f16(row.data() + off + testing::d_offset(t), 0.5f);
+      if (testing::min_offset(t) >= 0) testing::put_f16(row.data() + off + testing::min_offset(t), 0.25f);
+    }
+    Matrix w;
+    for (int64_t r = 0; r < rows; ++r) w.bytes.insert(w.bytes.end(), row.begin(), row.end());
+    w.view = MatrixView{t, cols, rows, w.bytes.data(), row.size()};
+    const Matrix p = repacked(w.view);
+    for (const float sign : {1.0f, -1.0f}) {
+      const std::vector<float> x(3 * cols, sign);
+      QuantizedActivations q;
+      q.quantize(t, x.data(), 3, cols, pool);
+      std::vector<float> y(rows * 3);
+      matmul(p.view, q, 3, y.data(), rows, pool);
+      const std::vector<float> ad = testing::dequant(vec_dot_type(t), q.row(0), cols);
+      const std::vector<float> wd = testing::dequant(t, row.data(), cols);
+      double ref = 0.0;
+      for (int64_t i = 0; i < cols; ++i) ref += static_cast<double>(wd[i]) * ad[i];
+      const double tol = testing::simd_bound(cols, testing::magnitude(t, row, ad));
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref, tol) << "output " << i << " sign " << sign;
+    }
+  }
+}
+
 TEST(Repack, OutputsDoNotDependOnBatchOrThreads) {
   std::mt19937 rng(9);
   ThreadPool one(1), two(2);
@@ -139,6 +174,33 @@ TEST(Repack, OutputsDoNotDependOnBatchOrThreads) {
         ASSERT_TRUE(same_bits(single[r], batched[k * rows + r])) << "row " << r << " token " << k;
         ASSERT_TRUE(same_bits(threaded[k * rows + r], batched[k * rows + r])) << "row " << r << " token " << k;
       }
+    }
+  }
+}
+
+// The AVX2 kernels reach the AVX-512 ones' integers by other instructions and then run the same
+// float operations, so a machine with both gives the same bits from either (runs where AVX-512
+// VNNI is present; elsewhere there is nothing to compare with).
+TEST(Repack, Avx2AndAvx512KernelsGiveTheSameBits) {
+  std::mt19937 rng(13);
+  ThreadPool pool(1);
+  for (DType t : kTypes) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const detail::Gemm16Fn avx2 = detail::avx2_gemm16(t), avx512 = detail::avx512_gemm16(t);
+    if (!avx2 || !avx512) GTEST_SKIP() << "needs a CPU with both AVX2 and AVX-512 VNNI";
+    const int64_t rows = 32, cols = 1024;
+    const Matrix w = random_matrix(t, rows, cols, rng);
+    const Matrix p = repacked(w.view);
+    for (const int64_t tokens : {1, 2, 3, 8, 11}) {
+      const std::vector<float> x = testing::random_floats(tokens * cols, rng);
+      QuantizedActivations q;
+      q.quantize(t, x.data(), tokens, cols, pool);
+      const detail::ActRows a{q.row(0), q.row_stride(), t == DType::Q8_0 || t == DType::Q4_0 ? q.sums(0) : nullptr,
+                              q.sums_per_row()};
+      std::vector<float> y2(static_cast<size_t>(rows * tokens)), y512(y2.size());
+      avx2(cols, p.view.data, kRepackRows * p.view.row_stride, rows / kRepackRows, a, tokens, y2.data(), rows);
+      avx512(cols, p.view.data, kRepackRows * p.view.row_stride, rows / kRepackRows, a, tokens, y512.data(), rows);
+      for (size_t i = 0; i < y2.size(); ++i) ASSERT_TRUE(same_bits(y2[i], y512[i])) << "output " << i << " of " << tokens << " tokens";
     }
   }
 }
