@@ -110,7 +110,9 @@ std::unique_ptr<runtime::Engine> load(runtime::EngineOptions o) {
 }
 
 // Two turns on `options`' engine with the cache, then turn 2 on a fresh engine: the cache covers at
-// least 90% of turn 1's prompt, computes at most 0.3 of it again, and changes no output bit.
+// least 90% of turn 1's prompt, computes at most 0.3 of it again, and changes no output bit. The
+// prompt times are printed, not asserted: on a loaded 2-core machine turn 2 took 0.30 of turn 1's
+// time in one run of five (the computed-token bound above is what the cache must deliver).
 void two_turns_reuse_the_first(runtime::EngineOptions options) {
   options.n_checkpoints = 8;
   auto engine = load(options);
@@ -125,7 +127,6 @@ void two_turns_reuse_the_first(runtime::EngineOptions options) {
   const Answer turn2 = chat.ask(messages);
   EXPECT_GE(turn2.n_cached, turn1.n_prompt * 9 / 10) << "turn 1 prompt " << turn1.n_prompt;
   EXPECT_LE(turn2.n_prompt - turn2.n_cached, turn1.n_prompt * 3 / 10);
-  EXPECT_LE(turn2.prompt_ms, 0.3 * turn1.prompt_ms) << "prompt times: " << turn1.prompt_ms << " then " << turn2.prompt_ms;
   std::printf("turn 1: %d prompt tokens in %.1f ms; turn 2: %d of %d cached, prompt %.1f ms (%.2fx)\n", turn1.n_prompt,
               turn1.prompt_ms, turn2.n_cached, turn2.n_prompt, turn2.prompt_ms, turn2.prompt_ms / turn1.prompt_ms);
 
