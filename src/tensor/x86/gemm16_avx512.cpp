@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "tensor/repack_blocks.h"
+#include "tensor/x86/gemm16_common.h"
 #include "tensor/x86/avx512_common.h"
 
 namespace strata::tensor::detail {
@@ -57,23 +58,7 @@ inline __m512i dot_steps(const __m512i (&q)[K], const int8_t* a) {
   }
 }
 
-// Asks for the weight bytes about 4 KB past block b (the next group's, past a group's end: groups
-// are contiguous). Decode streams each weight once from memory, and the kernels' loads alone leave
-// the hardware prefetchers too little lead when they stall on the arithmetic.
-template <typename X>
-inline void prefetch_ahead(const X* b) {
-  constexpr size_t kAhead = (4096 + sizeof(X) - 1) / sizeof(X) * sizeof(X);
-  const char* p = reinterpret_cast<const char*>(b) + kAhead;
-  #pragma GCC unroll 64
-  for (size_t o = 0; o < sizeof(X); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
-}
-
-// Tile plumbing shared by the kernels: token t's activation row, zeroed accumulators, stored outputs.
-template <typename A, int N>
-inline void token_rows(const ActRows& a, int64_t t0, const A* (&rows)[N]) {
-  #pragma GCC unroll 8
-  for (int t = 0; t < N; ++t) rows[t] = reinterpret_cast<const A*>(a.data + (t0 + t) * a.stride);
-}
+// Tile plumbing shared by the kernels: zeroed accumulators, stored outputs.
 template <typename V, int N>
 inline void zero_all(V (&v)[N]) {
   #pragma GCC unroll 8
@@ -122,15 +107,6 @@ struct Blocks32x16 {
     store_tokens(acc, y, ys);
   }
 };
-
-// The four int32 words (S_2p | S_2p+1 << 16) of a Q8_K block's 32-element sums S_k.
-inline void pair_sums32(const BlockQ8K& a, int32_t (&pr)[4]) {
-  for (int p = 0; p < 4; ++p) {
-    const int lo = a.bsums[4 * p] + a.bsums[4 * p + 1], hi = a.bsums[4 * p + 2] + a.bsums[4 * p + 3];
-    pr[p] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
-                                 static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
-  }
-}
 
 // The nibble rows of 32-element sub-block s of a Q4_K / Q5_K block.
 template <bool kFive, typename X>
