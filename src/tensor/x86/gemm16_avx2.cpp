@@ -84,6 +84,7 @@ inline void store_tokens(const __m256 (&acc)[H][N], int h0, float* y, int64_t ys
 struct Q8_0x16 {
   using X = BlockQ8_0x16;
   static constexpr bool kHalfTiles = false;
+  static constexpr bool kPrefetch = true;
 
   template <int H, int N, bool kStream>
   static void run(int64_t n, const X* w, const ActRows& a, int64_t t0, int h0, float* y, int64_t ys) {
@@ -128,6 +129,7 @@ struct Q8_0x16 {
 struct Q4_0x16 {
   using X = BlockQ4_0x16;
   static constexpr bool kHalfTiles = false;
+  static constexpr bool kPrefetch = true;
 
   template <int H, int N, bool kStream>
   static void run(int64_t n, const X* w, const ActRows& a, int64_t t0, int h0, float* y, int64_t ys) {
@@ -186,6 +188,7 @@ template <bool kFive>
 struct K45x16 {
   using X = std::conditional_t<kFive, BlockQ5Kx16, BlockQ4Kx16>;
   static constexpr bool kHalfTiles = true;
+  static constexpr bool kPrefetch = false;
   static constexpr int kRun = kFive ? 4 : 8;  // k-steps summed in int16
 
   template <int H, int N, bool kStream>
@@ -274,6 +277,7 @@ struct K45x16 {
 struct Q6Kx16 {
   using X = BlockQ6Kx16;
   static constexpr bool kHalfTiles = true;
+  static constexpr bool kPrefetch = false;
 
   template <int H, int N, bool kStream>
   static void run(int64_t n, const X* w, const ActRows& a, int64_t t0, int h0, float* y, int64_t ys) {
@@ -346,7 +350,11 @@ inline void run_n(int nt, int64_t n, const typename K::X* w, const ActRows& a, i
 }
 
 // Halves [h0, h0 + H) of one group for every tile of tokens. With at most 8 tokens (decode, server
-// slots) every weight is read once, so the first tile streams it with prefetch; the rest reuse it
+// slots) every weight is read once, and the first tile streams it from memory: the 32-element
+// formats with software prefetch (Q8_0 one-token decode, one thread: 9.1-10.2 against 6.8-9.5
+// GB/s), the K-quants without, as on Zen 3 their 37 prefetches a block cost more than they gain
+// (Q4_K 5.9-6.4 against 7.5-9.8 GB/s on one thread, 11.0-11.8 against 13.9-16.6 on two;
+// matmul_decode/<type>/<threads>/repacked, three interleaved runs each). The rest reuse the group
 // from cache.
 template <typename K, int H>
 inline void tiles(int64_t n, const typename K::X* w, const ActRows& a, int64_t tokens, int h0, bool stream, float* y,
@@ -354,7 +362,7 @@ inline void tiles(int64_t n, const typename K::X* w, const ActRows& a, int64_t t
   constexpr int kTile = 4 / H;
   for (int64_t t0 = 0; t0 < tokens; t0 += kTile) {
     const int nt = static_cast<int>(std::min<int64_t>(kTile, tokens - t0));
-    if (stream && h0 == 0 && t0 == 0) {
+    if (K::kPrefetch && stream && h0 == 0 && t0 == 0) {
       run_n<K, H, true>(nt, n, w, a, t0, h0, y + t0 * ys, ys);
     } else {
       run_n<K, H, false>(nt, n, w, a, t0, h0, y + t0 * ys, ys);
