@@ -46,7 +46,7 @@ void matmul_rows(const MatrixView& w, const QuantizedActivations& x, int64_t x_f
     const detail::ActRows a{x.row(x_first), x.row_stride(), x.format() == DType::Q8_0 ? x.sums(x_first) : nullptr,
                             x.sums_per_row()};
     detail::gemm16_fn(w.type)(n, w.row(r0), kRepackRows * w.row_stride, (r1 - r0) / kRepackRows, a, n_tokens,
-                                  y + r0, y_stride);
+                              y + r0, y_stride);
     return;
   }
   if (n_tokens > 1) {

@@ -137,14 +137,11 @@ void unpack_typed(const MatrixView& w, int64_t r, uint8_t* out) {
 }
 
 }  // namespace
-}  // namespace detail
-
-namespace detail {
 
 Gemm16Fn gemm16_fn(DType w) {
   static const bool avx512 = best_isa() == Isa::Avx512 && cpu_has_avx512_vnni();
   if (avx512) return avx512_gemm16(w);
-  return best_isa() == Isa::Avx2 || best_isa() == Isa::Avx512 ? avx2_gemm16(w) : nullptr;
+  return best_isa() != Isa::Scalar ? avx2_gemm16(w) : nullptr;
 }
 
 }  // namespace detail

@@ -204,7 +204,7 @@ struct K45x16 {
       zero_all(sumi);
       #pragma GCC unroll 1
       for (int s = 0; s < 8; ++s) {
-        const uint8_t(*qs)[16][4] = sub_qs(b, s);
+        const uint8_t(*qs)[16][4] = sub_qs<kFive>(b, s);
         __m256i sc[H], qh[H];
         #pragma GCC unroll 2
         for (int h = 0; h < H; ++h) {
@@ -240,11 +240,6 @@ struct K45x16 {
       finish(b, ab, i, h0, sumi, acc);
     }
     store_tokens(acc, h0, y, ys);
-  }
-
-  static const uint8_t (*sub_qs(const X& b, int s))[16][4] {
-    if constexpr (kFive) return b.sub[s].qs;
-    else return b.qs + 4 * s;
   }
 
   // acc += isum * d * d_a - (mins . sub-block sums) * dmin * d_a, as the AVX-512 kernel.

@@ -108,13 +108,6 @@ struct Blocks32x16 {
   }
 };
 
-// The nibble rows of 32-element sub-block s of a Q4_K / Q5_K block.
-template <bool kFive, typename X>
-inline const uint8_t (*sub_qs(const X& b, int s))[16][4] {
-  if constexpr (kFive) return b.sub[s].qs;
-  else return b.qs + 4 * s;
-}
-
 // Q4_K / Q5_K against Q8_K. Per 32-element sub-block isum <= 32 * 31 * 127; times a 6-bit scale and
 // summed over 8 sub-blocks < 2^31. Mins: int16 pairs (m_2p, m_2p+1) . (S_2p, S_2p+1), |S| <= 4064.
 template <bool kFive>

@@ -1,5 +1,5 @@
 // Internal: what the AVX2 and AVX-512 kernels of the 16-row repacked formats share (block reading
-// ahead, token rows, Q8_K pair sums). Only intrinsics and internal-linkage helpers (see blocks.h).
+// ahead, token rows, Q4_K/Q5_K sub-block rows, Q8_K pair sums). Only intrinsics and internal-linkage helpers (see blocks.h).
 #pragma once
 
 #include <immintrin.h>
@@ -28,6 +28,13 @@ template <typename A, int N>
 inline void token_rows(const ActRows& a, int64_t t0, const A* (&rows)[N]) {
   #pragma GCC unroll 8
   for (int t = 0; t < N; ++t) rows[t] = reinterpret_cast<const A*>(a.data + (t0 + t) * a.stride);
+}
+
+// The nibble rows of 32-element sub-block s of a Q4_K / Q5_K block.
+template <bool kFive, typename X>
+inline const uint8_t (*sub_qs(const X& b, int s))[16][4] {
+  if constexpr (kFive) return b.sub[s].qs;
+  else return b.qs + 4 * s;
 }
 
 // The four int32 words (S_2p | S_2p+1 << 16) of a Q8_K block's 32-element sums S_k.
