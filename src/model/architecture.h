@@ -24,6 +24,7 @@ class RecurrentState;
 namespace strata::model {
 
 struct Scratch;
+class Collective;
 
 // Where a declared tensor goes once loaded.
 using TensorSlot = std::variant<MatrixView LayerWeights::*, VectorView LayerWeights::*, MatrixView GlobalWeights::*,
@@ -54,6 +55,7 @@ struct LayerContext {
   memory::KvCache& kv;                  // attention layers
   memory::RecurrentState* recurrent;    // Gated DeltaNet layers; null when the model has none
   Scratch& scratch;
+  Collective* collective = nullptr;     // tensor split: adds the group's partial sub-layer outputs
 };
 
 // What an architecture's layers are made of, as data. The shared layers (dense_transformer.h,

@@ -1,9 +1,11 @@
 #include "model/blocks.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "memory/kv_cache.h"
 #include "model/attention.h"
+#include "model/collective.h"
 #include "model/ops.h"
 #include "tensor/quants.h"
 
@@ -37,6 +39,22 @@ void add_rows(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
+// x += a sub-layer's output; under a tensor split, the group's sum of the members' partial outputs.
+void add_sublayer_output(const LayerContext& ctx, float* x, float* out, int64_t n) {
+  if (ctx.collective) ctx.collective->all_reduce_sum(out, n);
+  add_rows(x, out, n);
+}
+
+// A tensor-split member without heads or FFN rows in this sub-layer adds zeros to the group's sum.
+bool no_slice_here(const LayerContext& ctx, int64_t width, float* x) {
+  if (width > 0) return false;
+  const int64_t n = ctx.batch.size() * ctx.hp.n_embd;
+  ensure_size(ctx.scratch.proj, n);
+  std::fill_n(ctx.scratch.proj.data(), n, 0.0f);
+  add_sublayer_output(ctx, x, ctx.scratch.proj.data(), n);
+  return true;
+}
+
 }  // namespace
 
 const tensor::QuantizedActivations& ProjectionInput::as(const MatrixView& w) {
@@ -54,6 +72,7 @@ void project(const LayerContext& ctx, ProjectionInput& in, const MatrixView& w, 
 }
 
 void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, int il, float* x) {
+  if (no_slice_here(ctx, ctx.hp.n_head_kv, x)) return;
   const HParams& hp = ctx.hp;
   Scratch& s = ctx.scratch;
   const int64_t T = ctx.batch.size();
@@ -74,10 +93,11 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, int il, 
   attend(ctx, il, s.q.data(), s.attn.data());
   ProjectionInput attn(ctx, s.attn.data());
   project(ctx, attn, w.attn_output, w.attn_output_bias, s.proj.data());
-  add_rows(x, s.proj.data(), T * E);
+  add_sublayer_output(ctx, x, s.proj.data(), T * E);
 }
 
 void gated_attention_sublayer(const LayerContext& ctx, const LayerWeights& w, int il, float* x) {
+  if (no_slice_here(ctx, ctx.hp.n_head_kv, x)) return;
   const HParams& hp = ctx.hp;
   Scratch& s = ctx.scratch;
   const int64_t T = ctx.batch.size();
@@ -111,7 +131,7 @@ void gated_attention_sublayer(const LayerContext& ctx, const LayerWeights& w, in
   for (int64_t i = 0; i < T * q_width; ++i) s.attn[i] *= sigmoid(s.gate[i]);
   ProjectionInput attn(ctx, s.attn.data());
   project(ctx, attn, w.attn_output, {}, s.proj.data());
-  add_rows(x, s.proj.data(), T * E);
+  add_sublayer_output(ctx, x, s.proj.data(), T * E);
 }
 
 void swiglu(const LayerContext& ctx, ProjectionInput& in, const SwigluWeights& w, std::vector<float>& gate_buf,
@@ -127,6 +147,7 @@ void swiglu(const LayerContext& ctx, ProjectionInput& in, const SwigluWeights& w
 }
 
 void swiglu_sublayer(const LayerContext& ctx, const VectorView& norm, const LayerWeights& w, float* x) {
+  if (no_slice_here(ctx, ctx.hp.n_ff, x)) return;
   const HParams& hp = ctx.hp;
   Scratch& s = ctx.scratch;
   const int64_t T = ctx.batch.size();
@@ -137,7 +158,7 @@ void swiglu_sublayer(const LayerContext& ctx, const VectorView& norm, const Laye
   ProjectionInput xn(ctx, s.norm.data());
   swiglu(ctx, xn, {w.ffn_gate, w.ffn_up, w.ffn_down, w.ffn_gate_bias, w.ffn_up_bias, w.ffn_down_bias}, s.gate, s.up,
          s.proj.data());
-  add_rows(x, s.proj.data(), T * E);
+  add_sublayer_output(ctx, x, s.proj.data(), T * E);
 }
 
 }  // namespace strata::model

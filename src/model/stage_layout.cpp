@@ -98,12 +98,13 @@ std::vector<std::string> tensors_needed(const Model& model, const std::vector<ui
   return names;
 }
 
-memory::KvConfig kv_config(const HParams& hp, const Architecture& arch, const StageConfig& stage) {
+memory::KvConfig kv_config(const HParams& model_hp, const Architecture& arch, const StageConfig& stage) {
+  const HParams hp = shard_hparams(model_hp, stage.shard);
   memory::KvConfig kv;
   kv.n_layer = hp.n_layer;
   kv.layer_has_kv.assign(static_cast<size_t>(std::max(0, hp.n_layer)), 0);
   for (int il = 0; il < hp.n_layer && il < static_cast<int>(stage.owned.size()); ++il) {
-    kv.layer_has_kv[il] = stage.owned[il] && arch.layer_has_kv(hp, il) ? 1 : 0;
+    kv.layer_has_kv[il] = stage.owned[il] && arch.layer_has_kv(hp, il) && hp.n_head_kv > 0 ? 1 : 0;
   }
   kv.n_embd_k = hp.n_embd_k_gqa();
   kv.n_embd_v = hp.n_embd_v_gqa();
@@ -130,10 +131,11 @@ uint64_t scratch_bytes(const HParams& hp, const StageConfig& stage) {
   return sat_add(sat_mul(floats, sizeof(float)), kSmallAllocations);
 }
 
-StageBytes stage_bytes(const HParams& hp, const Architecture& arch, const StageConfig& stage, uint64_t weight_bytes) {
+StageBytes stage_bytes(const HParams& model_hp, const Architecture& arch, const StageConfig& stage, uint64_t weight_bytes) {
+  const HParams hp = shard_hparams(model_hp, stage.shard);
   StageBytes b;
   b.weights = weight_bytes;
-  b.kv = memory::KvCache::bytes_needed(kv_config(hp, arch, stage));
+  b.kv = memory::KvCache::bytes_needed(kv_config(model_hp, arch, stage));
   for (int il = 0; il < hp.n_layer && il < static_cast<int>(stage.owned.size()); ++il) {
     if (!stage.owned[il]) continue;
     b.state = sat_add(b.state, arch.recurrent_state_bytes(hp, il, stage.n_seq));
@@ -158,8 +160,12 @@ StageBytes stage_bytes(const Model& model, const StageConfig& stage) {
   uint64_t weights = 0, file = 0;
   for (const Model::Tensor& t : model.tensors()) {
     if (!listed.count(t.decl.name)) continue;
-    weights = sat_add(weights, held_bytes(*t.info));
-    file = sat_add(file, t.info->nbytes);
+    const uint64_t held = shard_tensor_bytes(model, t.decl.name, stage.shard);
+    weights = sat_add(weights, held);
+    // The file's bytes of the same slice (a slice repacks in the same proportion as the whole).
+    const uint64_t whole = held_bytes(*t.info);
+    const long double share = whole == 0 ? 0.0L : static_cast<long double>(held) / whole;
+    file = sat_add(file, static_cast<uint64_t>(share * t.info->nbytes));
   }
   StageBytes b = stage_bytes(model.hparams(), model.architecture(), stage, weights);
   b.repacked = weights > file ? weights - file : 0;

@@ -11,6 +11,7 @@
 #include "base/checked.h"
 #include "memory/kv_cache.h"
 #include "model/model.h"
+#include "model/shard.h"
 
 namespace strata::model {
 
@@ -26,6 +27,7 @@ struct StageConfig {
   int32_t n_checkpoints = 0;  // recurrent-state checkpoints kept per sequence (prompt caching)
   DType type_k = DType::F16;  // KV cache types (memory::kv_type_supported)
   DType type_v = DType::F16;
+  Shard shard;                // -sm tensor: this node's slice of every layer (count 1: all of it)
 };
 
 struct StageBytes {

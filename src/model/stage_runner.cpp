@@ -40,7 +40,10 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
   r->model_ = std::move(model);
   r->config_ = config;
   STRATA_TRY(check_tensors_listed(*r->model_, config));
+  STRATA_TRY(check_shard(*r->model_, config.shard));
   STRATA_ASSIGN(r->weights_, r->model_->bind(config.tensors));
+  r->layer_hp_ = shard_hparams(hp, config.shard);
+  slice_weights(r->weights_, hp, config.shard, config.owned, r->sliced_);
   r->weight_bytes_ = stage_bytes(*r->model_, config).weights;
   r->pool_ = std::make_unique<tensor::ThreadPool>(config.n_threads);
   r->repack_weights();
@@ -86,18 +89,22 @@ void StageRunner::repack_weights() {
     MatrixView* view = matrix_slot(weights_, t.decl);
     if (!view || !tensor::repackable(*view)) continue;
     const size_t n = static_cast<size_t>(view->rows) * tensor::repacked_row_bytes(view->type, view->cols);
-    std::unique_ptr<uint8_t[], FreeAligned> buf(static_cast<uint8_t*>(::operator new[](n, std::align_val_t{64})));
+    AlignedBuffer buf = aligned_buffer(n);
     const int64_t groups = view->rows / tensor::kRepackRows;
     const MatrixView src = *view;
     pool_->parallel_for(groups, 8, [&](int64_t g0, int64_t g1) { tensor::repack_groups(src, buf.get(), g0, g1); });
     *view = tensor::repacked_view(src, buf.get());
     model_->release_pages(t);
+    std::erase_if(sliced_, [&](const AlignedBuffer& b) { return b.get() == src.data; });  // a copied slice
     repacked_.push_back(std::move(buf));
     from += t.info->nbytes;
     to += n;
   }
   if (repacked_.empty()) return;
-  if (!model_->has_output_weight()) weights_.global.output = weights_.global.token_embd;  // tied head
+  if (!model_->has_output_weight()) {  // the tied head reads the repacked token_embd (its shard's rows)
+    const Range v = config_.shard.split() ? config_.shard.vocab : Range{0, model_->hparams().n_vocab};
+    weights_.global.output = weights_.global.token_embd.slice_rows(v.begin, v.size());
+  }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("repacked {} matrices for the prompt kernels: {:.1f} MiB -> {:.1f} MiB in {:.2f} s ({} threads, {:.2f} s CPU)",
                repacked_.size(), from / 1048576.0, to / 1048576.0, s, pool_->size(), process_cpu_seconds() - cpu_start);
@@ -160,8 +167,10 @@ Status StageRunner::run_layers(const Batch& batch, int32_t first, int32_t end, f
   for (int32_t il = first; il < end; ++il) {
     if (!config_.owned[il]) return make_error("layer {} is not owned by this node", il);
   }
-  LayerContext ctx{hp, weights_.global, *pool_, batch, kv_, recurrent_ ? &*recurrent_ : nullptr, scratch_};
+  LayerContext ctx{layer_hp_, weights_.global, *pool_, batch, kv_, recurrent_ ? &*recurrent_ : nullptr, scratch_,
+                   collective_};
   for (int32_t il = first; il < end; ++il) model_->architecture().forward_layer(ctx, weights_.layers[il], il, hidden);
+  if (collective_) STRATA_TRY(collective_->error());
   record_positions(batch);
   return {};
 }
@@ -183,7 +192,7 @@ std::vector<float> StageRunner::logits(const Batch& batch, const float* hidden) 
     rms_norm(hidden + t * E, rows.data() + rows.size() - E, E, hp.rms_eps, weights_.global.output_norm.data);
   }
   const int64_t n_out = static_cast<int64_t>(rows.size()) / E;
-  std::vector<float> out(n_out * hp.n_vocab);
+  std::vector<float> out(n_out * weights_.global.output.rows);
   if (n_out > 0) {
     tensor::matmul(weights_.global.output, rows.data(), n_out, out.data(), *pool_);
     add_bias_rows(out.data(), n_out, weights_.global.output_bias);

@@ -12,6 +12,7 @@
 #include "memory/kv_cache.h"
 #include "memory/recurrent_state.h"
 #include "model/blocks.h"
+#include "model/collective.h"
 #include "model/model.h"
 #include "model/stage_layout.h"
 #include "tensor/thread_pool.h"
@@ -40,8 +41,12 @@ class StageRunner {
   Status run_layers(const Batch& batch, int32_t first, int32_t end, float* hidden);
   // Records the batch's positions in this node's cache (run_layers does it too).
   void record_positions(const Batch& batch);
-  // Logits (n_vocab per row) of the rows flagged in batch.logits (needs the output tensors).
+  // Logits of the rows flagged in batch.logits (needs the output tensors): n_vocab per row, or under
+  // a tensor split the shard's vocabulary rows (config().shard.vocab) per row.
   std::vector<float> logits(const Batch& batch, const float* hidden);
+  // Tensor split: the group's links, which run_layers adds the partial sub-layer outputs over (null:
+  // none). A failed exchange makes run_layers return the collective's error.
+  void set_collective(Collective* collective) { collective_ = collective; }
 
   // Sequence operations reach the KV cache and the recurrent state. On a model with recurrent layers
   // (owned here or not, so every node answers alike) remove_from follows RecurrentState's rule: no-op
@@ -62,19 +67,18 @@ class StageRunner {
   // pages they replace.
   void repack_weights();
 
-  struct FreeAligned {
-    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
-  };
-
   std::shared_ptr<const Model> model_;
   StageConfig config_;
+  HParams layer_hp_;  // what the layers run with: the shard's heads and FFN width under a tensor split
   Weights weights_;
   uint64_t weight_bytes_ = 0;
   memory::KvCache kv_;
   std::optional<memory::RecurrentState> recurrent_;  // when the model has recurrent layers
   std::unique_ptr<tensor::ThreadPool> pool_;
-  std::vector<std::unique_ptr<uint8_t[], FreeAligned>> repacked_;  // what the repacked views point at
+  std::vector<AlignedBuffer> repacked_;  // what the repacked views point at
+  std::vector<AlignedBuffer> sliced_;    // column slices of a tensor split
   Scratch scratch_;
+  Collective* collective_ = nullptr;
 };
 
 }  // namespace strata::model

@@ -1,0 +1,22 @@
+// What a tensor group's nodes do together after each sliced sub-layer: add their partial results.
+// The model layer only sees this interface; net/ implements it over authenticated TCP links between
+// the nodes, tests over threads.
+#pragma once
+
+#include <cstdint>
+
+#include "base/result.h"
+
+namespace strata::model {
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  // data (n floats, the same n on every member) becomes the sum of every member's data, added in
+  // member order, so every member ends with the same bits whatever the timing. After a failure every
+  // later call returns at once and error() names what failed; the batch's results are then void.
+  virtual void all_reduce_sum(float* data, int64_t n) = 0;
+  virtual Status error() const = 0;
+};
+
+}  // namespace strata::model

@@ -1,0 +1,87 @@
+// Tensor parallelism (-sm tensor): every node of a tensor group holds a slice of every layer, runs
+// its slice and adds the group's partial results after each sub-layer (Collective). A shard says
+// which slice: attention by KV heads (with their query heads and their KV cache), the dense FFN by
+// rows of gate/up and the same columns of down, the output head by vocabulary rows. Row slices are
+// views of the file's rows; column slices (attn_output, ffn_down) are copied out block by block, so
+// they must start and end on the weight type's block boundaries (shard_units says how finely).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "model/architecture.h"
+#include "model/hparams.h"
+#include "model/weights.h"
+
+namespace strata::model {
+
+class Model;
+
+struct Range {
+  int32_t begin = 0, end = 0;
+  int32_t size() const { return end - begin; }
+  bool operator==(const Range&) const = default;
+};
+
+struct Shard {
+  int32_t index = 0;  // among the tensor group
+  int32_t count = 1;  // 1: the whole model, no tensor parallelism
+  Range kv_heads;     // attention: KV heads [begin, end) and the query heads that read them
+  Range ff;           // dense FFN: rows of gate and up, columns of down
+  Range vocab;        // output head: rows (token ids) [begin, end)
+  bool split() const { return count > 1; }
+  bool operator==(const Shard&) const = default;
+};
+
+// The whole model as one shard (count 1, every range full).
+Shard whole_shard(const HParams& hp);
+
+// The steps a tensor split cuts in: KV heads, FFN rows and vocabulary rows per step. Column slices
+// must hold whole quant blocks and row slices whole 16-row repack groups, in every layer.
+struct ShardUnits {
+  int32_t kv_heads = 1;
+  int32_t ff = 1;
+  int32_t vocab = 1;
+};
+// Refuses models whose layers are not sliced yet (recurrent and mixture-of-experts layers) and
+// shapes that cannot be cut at all, naming the tensor.
+Result<ShardUnits> shard_units(const Model& model);
+
+// Shards of `weights.size()` members (each weight > 0): each dimension's steps go to the members in
+// proportion to their weights (largest remainder, ties to the earlier member), in member order. A
+// member may get no KV heads or FFN rows when there are fewer steps than members; every member gets
+// vocabulary rows.
+Result<std::vector<Shard>> split_shards(const Model& model, const std::vector<double>& weights);
+
+// The hyperparameters the shard's layers run with: n_head, n_head_kv and n_ff of its slice.
+HParams shard_hparams(const HParams& hp, const Shard& shard);
+
+// Checks a shard against the model (ranges inside the model, non-empty, on unit boundaries).
+Status check_shard(const Model& model, const Shard& shard);
+
+// Bytes of a tensor's slice held by a node with this shard (its whole held size when not sliced).
+uint64_t shard_tensor_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard);
+uint64_t shard_tensor_bytes(const Model& model, const std::string& name, const Shard& shard);
+
+// A member's logits (rows x vocab.size()) as whole rows (rows x n_vocab), -inf outside its slice: the
+// group's rows are then the elementwise max of its members' (merge_logits).
+std::vector<float> widen_logits(const std::vector<float>& slice, Range vocab, int32_t n_vocab);
+void merge_logits(std::vector<float>& into, const std::vector<float>& from);
+
+// Aligned byte buffers that sliced views point into.
+struct AlignedFree {
+  void operator()(uint8_t* p) const;
+};
+using AlignedBuffer = std::unique_ptr<uint8_t[], AlignedFree>;
+AlignedBuffer aligned_buffer(size_t bytes);
+
+// Replaces the bound views of the owned layers and the output head by the shard's slices (row
+// slices as views, column slices copied into `storage`). Biases that are added once per sum (attn
+// output, ffn down) stay on shard 0 only. check_shard must have passed.
+void slice_weights(Weights& w, const HParams& hp, const Shard& shard, const std::vector<uint8_t>& owned,
+                   std::vector<AlignedBuffer>& storage);
+
+}  // namespace strata::model
