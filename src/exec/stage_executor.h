@@ -47,6 +47,7 @@ struct StageLoad {
   model::StageConfig stage;
   std::string session;                 // one id per coordinator run
   std::vector<std::string> forward_to;  // the other nodes' endpoints (hidden states may go there)
+  std::string mesh_secret;              // tensor split: the load's random link secret
 };
 // The load the plan gives `node`.
 StageLoad stage_load(const plan::Plan& plan, int32_t node, std::shared_ptr<const model::Model> model,
@@ -79,6 +80,12 @@ class StageExecutor {
   // True when this node can hand its output to `next` directly (one call for a chain of nodes).
   virtual bool can_chain_to(const StageExecutor& /*next*/) const { return false; }
   virtual Status seq_op(SeqOp op, int32_t seq, int32_t p0, int32_t dst) = 0;
+  // Tensor split: the port of the node's data link listener once loaded (0: none), and the call that
+  // opens its links to the group (every member's data endpoint, in member order).
+  virtual int32_t data_port() const { return 0; }
+  virtual Status join_mesh(const std::vector<std::string>& /*members*/) {
+    return make_error("{}: this node cannot join a tensor group", name());
+  }
   // True when the node answers and still holds its stage; an error when it does not answer.
   virtual Result<bool> ping() = 0;
   // Releases the stage on the node (the process ends).

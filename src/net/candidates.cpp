@@ -17,14 +17,14 @@ static_assert(sizeof(WirePair) == 8);
 
 }  // namespace
 
-std::string pack_candidates(const float* logits, int64_t rows, int32_t n_vocab, uint32_t k) {
+std::string pack_candidates(const float* logits, int64_t rows, int32_t n_vocab, uint32_t k, int32_t first_id) {
   const size_t per_row = std::min<size_t>(k, static_cast<size_t>(n_vocab));
   std::string out(static_cast<size_t>(rows) * per_row * sizeof(WirePair), '\0');
   char* dst = out.data();
   for (int64_t r = 0; r < rows; ++r) {
     const std::span<const float> row(logits + r * n_vocab, static_cast<size_t>(n_vocab));
     for (const auto& c : sampling::top_candidates(row, per_row)) {
-      const WirePair p{c.id, c.logit};
+      const WirePair p{c.id + first_id, c.logit};
       std::memcpy(dst, &p, sizeof p);
       dst += sizeof p;
     }

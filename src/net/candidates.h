@@ -11,8 +11,9 @@
 
 namespace strata::net {
 
-// rows x n_vocab logits -> rows x min(k, n_vocab) pairs, best first.
-std::string pack_candidates(const float* logits, int64_t rows, int32_t n_vocab, uint32_t k);
+// rows x n_vocab logits -> rows x min(k, n_vocab) pairs, best first. A tensor-split member packs its
+// vocabulary rows: n_vocab is their count and first_id the token id of the first.
+std::string pack_candidates(const float* logits, int64_t rows, int32_t n_vocab, uint32_t k, int32_t first_id = 0);
 
 // The inverse: rows x n_vocab floats, -inf except the candidates. Checks the size and every id
 // (the bytes come from another machine).

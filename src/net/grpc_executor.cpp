@@ -8,6 +8,7 @@
 #include "net/candidates.h"
 #include "net/model_identity.h"
 #include "net/remote_node.h"
+#include "model/shard.h"
 #include "net/stage_spec.h"
 
 namespace strata::net {
@@ -62,9 +63,11 @@ class GrpcExecutor final : public exec::StageExecutor {
   Result<uint64_t> load(const exec::StageLoad& load, const exec::ProgressFn& progress) override {
     if (spec_.session().empty()) {
       STRATA_ASSIGN(Identity id, identity_->of(load));
-      spec_ = to_stage_spec(*load.model, load.stage, load.session, id.sha256, id.metadata, load.forward_to);
+      spec_ = to_stage_spec(*load.model, load.stage, load.session, id.sha256, id.metadata, load.forward_to,
+                            load.mesh_secret);
       n_embd_ = load.model->hparams().n_embd;
       n_vocab_ = load.model->hparams().n_vocab;
+      vocab_ = load.stage.shard.split() ? load.stage.shard.vocab : model::Range{0, n_vocab_};
     }
     return link_->load(spec_, load.model->file(), progress);
   }
@@ -79,6 +82,10 @@ class GrpcExecutor final : public exec::StageExecutor {
     return link_->seq_op(spec_.session(), to_proto(op), seq, p0, dst);
   }
   Result<bool> ping() override { return link_->ping(spec_.session()); }
+  int32_t data_port() const override { return link_->data_port(); }
+  Status join_mesh(const std::vector<std::string>& members) override {
+    return link_->join_mesh(spec_.session(), members);
+  }
   void end() override {
     if (!spec_.session().empty()) link_->end_session(spec_.session());
   }
@@ -94,6 +101,7 @@ class GrpcExecutor final : public exec::StageExecutor {
   v1::StageSpec spec_;
   int64_t n_embd_ = 0;
   int32_t n_vocab_ = 0;
+  model::Range vocab_;  // the logits' rows this node computes (a tensor-split member: its slice)
 };
 
 Result<std::vector<float>> GrpcExecutor::run(std::span<const exec::Hop> hops, const model::Batch& batch,
@@ -139,13 +147,19 @@ Result<std::vector<float>> GrpcExecutor::take_logits(const v1::ForwardReply& rep
     if (!rows.ok()) return make_error("worker {}: {}", last, rows.error().message);
     return rows;
   }
-  if (reply.logits().size() != static_cast<size_t>(n_out) * n_vocab_ * sizeof(float)) {
-    return make_error("worker {}: logits of {} bytes, expected {} rows", last, reply.logits().size(), n_out);
+  const int32_t width = vocab_.size();
+  if (reply.logits().size() != static_cast<size_t>(n_out) * width * sizeof(float)) {
+    return make_error("worker {}: logits of {} bytes, expected {} rows of {}", last, reply.logits().size(), n_out, width);
   }
   // A batch may want no logits at all (a prompt chunk that ends at a cache checkpoint).
-  std::vector<float> logits(reply.logits().size() / sizeof(float));
-  if (!logits.empty()) std::memcpy(logits.data(), reply.logits().data(), reply.logits().size());
-  return logits;
+  if (width == n_vocab_) {
+    std::vector<float> logits(reply.logits().size() / sizeof(float));
+    if (!logits.empty()) std::memcpy(logits.data(), reply.logits().data(), reply.logits().size());
+    return logits;
+  }
+  std::vector<float> slice(reply.logits().size() / sizeof(float));
+  if (!slice.empty()) std::memcpy(slice.data(), reply.logits().data(), reply.logits().size());
+  return model::widen_logits(slice, vocab_, n_vocab_);
 }
 
 }  // namespace

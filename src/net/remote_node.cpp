@@ -112,7 +112,20 @@ Result<uint64_t> RemoteNode::load(const v1::StageSpec& spec, const gguf::File& m
   prepare(ctx, kLoadTimeoutMs);
   grpc::Status s = call_one(&v1::Worker::Stub::LoadStage, *stub_, ctx, spec, &loaded);
   if (!s.ok()) return failure("LoadStage", s);
+  data_port_ = loaded.data_port();
   return progress.bytes_sent;
+}
+
+Status RemoteNode::join_mesh(const std::string& session, const std::vector<std::string>& members) {
+  v1::MeshSpec spec;
+  spec.set_session(session);
+  for (const std::string& m : members) spec.add_members(m);
+  v1::MeshReply reply;
+  grpc::ClientContext ctx;
+  prepare(ctx, timeout_ms_ + 5000);  // the worker waits up to its own link deadline first
+  grpc::Status s = call_one(&v1::Worker::Stub::JoinMesh, *stub_, ctx, spec, &reply);
+  if (!s.ok()) return failure("JoinMesh", s);
+  return {};
 }
 
 Result<v1::ForwardReply> RemoteNode::forward(const v1::ForwardRequest& head, std::string_view hidden) {

@@ -34,6 +34,9 @@ class RemoteNode {
   // `head` holds the hops and rows; `hidden` (rows x n_embd f32) goes in chunks (see forward_stream.h).
   Result<v1::ForwardReply> forward(const v1::ForwardRequest& head, std::string_view hidden);
   Status seq_op(const std::string& session, v1::SeqOpRequest::Op op, int32_t seq, int32_t p0, int32_t dst);
+  // Tensor split: the data port the last load reported, and JoinMesh.
+  int32_t data_port() const { return data_port_; }
+  Status join_mesh(const std::string& session, const std::vector<std::string>& members);
   // True when the worker still holds the session.
   Result<bool> ping(const std::string& session);
   void end_session(const std::string& session);
@@ -48,6 +51,7 @@ class RemoteNode {
   int32_t timeout_ms_ = 30000;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Worker::Stub> stub_;
+  int32_t data_port_ = 0;
 };
 
 }  // namespace strata::net

@@ -37,6 +37,24 @@ Result<DType> spec_cache_type(const char* field, const std::string& name, int32_
   return *type;
 }
 
+// The ranges must lie inside the model; check_shard checks the steps once the tensors are at hand.
+Result<model::Shard> parse_shard(const v1::ShardSpec& s, const model::HParams& hp) {
+  if (s.count() < 2 || s.count() > 64 || s.index() < 0 || s.index() >= s.count()) {
+    return make_error("shard {} of {} out of range (2..64 members)", s.index(), s.count());
+  }
+  const auto range = [](const char* what, int32_t b, int32_t e, int32_t total) -> Result<model::Range> {
+    if (b < 0 || e < b || e > total) return make_error("shard {} [{}, {}) outside [0, {})", what, b, e, total);
+    return model::Range{b, e};
+  };
+  model::Shard shard;
+  shard.index = s.index();
+  shard.count = s.count();
+  STRATA_ASSIGN(shard.kv_heads, range("KV heads", s.kv_head_begin(), s.kv_head_end(), hp.n_head_kv));
+  STRATA_ASSIGN(shard.ff, range("FFN rows", s.ff_begin(), s.ff_end(), hp.n_ff));
+  STRATA_ASSIGN(shard.vocab, range("vocabulary rows", s.vocab_begin(), s.vocab_end(), hp.n_vocab));
+  return shard;
+}
+
 }  // namespace
 
 Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threads) {
@@ -100,6 +118,19 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
   c.n_threads = spec.threads() > 0 ? spec.threads() : std::max(1, default_threads);
   const model::Architecture* arch = model::find_architecture(hp.arch);
   if (!arch) return make_error("architecture '{}' is not supported by this worker", hp.arch);
+  if (spec.has_shard() && spec.shard().count() > 1) {
+    STRATA_ASSIGN(c.shard, parse_shard(spec.shard(), hp));
+    if (spec.mesh_secret().size() != 32) return make_error("mesh_secret must be 32 bytes");
+    p.mesh_secret = spec.mesh_secret();
+    weight_bytes = 0;  // the slices' bytes, from the architecture's declarations
+    std::map<std::string, model::TensorDecl> decls;
+    for (model::TensorDecl& d : arch->declare(hp)) decls.emplace(d.name, std::move(d));
+    for (const auto& [name, info] : p.stage_tensors) {
+      auto d = decls.find(name);
+      weight_bytes = sat_add(weight_bytes, d == decls.end() ? model::held_bytes(info)
+                                                            : model::shard_tensor_bytes(hp, d->second, info, c.shard));
+    }
+  }
   p.bytes = model::stage_bytes(hp, *arch, c, weight_bytes);
   return p;
 }
@@ -145,7 +176,7 @@ Result<model::Batch> batch_from_request(const v1::ForwardRequest& req, const mod
 
 v1::StageSpec to_stage_spec(const model::Model& model, const model::StageConfig& stage, const std::string& session,
                             const std::string& model_sha256, const std::vector<uint8_t>& metadata,
-                            const std::vector<std::string>& forward_to) {
+                            const std::vector<std::string>& forward_to, const std::string& mesh_secret) {
   v1::StageSpec spec;
   spec.set_session(session);
   spec.set_model_sha256(model_sha256);
@@ -164,6 +195,18 @@ v1::StageSpec to_stage_spec(const model::Model& model, const model::StageConfig&
   spec.set_cache_type_k(memory::kv_type_name(stage.type_k));
   spec.set_cache_type_v(memory::kv_type_name(stage.type_v));
   for (const std::string& endpoint : forward_to) spec.add_forward_to(endpoint);
+  if (stage.shard.split()) {
+    v1::ShardSpec* s = spec.mutable_shard();
+    s->set_index(stage.shard.index);
+    s->set_count(stage.shard.count);
+    s->set_kv_head_begin(stage.shard.kv_heads.begin);
+    s->set_kv_head_end(stage.shard.kv_heads.end);
+    s->set_ff_begin(stage.shard.ff.begin);
+    s->set_ff_end(stage.shard.ff.end);
+    s->set_vocab_begin(stage.shard.vocab.begin);
+    s->set_vocab_end(stage.shard.vocab.end);
+    spec.set_mesh_secret(mesh_secret);
+  }
   return spec;
 }
 

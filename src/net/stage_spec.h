@@ -16,7 +16,8 @@
 namespace strata::net {
 
 // 3: every request is a client stream; StageSpec names the endpoints a worker may forward to.
-inline constexpr uint32_t kProtocolVersion = 3;
+// 4: tensor split (StageSpec.shard, JoinMesh).
+inline constexpr uint32_t kProtocolVersion = 4;
 
 struct ParsedStage {
   std::string session;
@@ -27,6 +28,7 @@ struct ParsedStage {
   model::StageConfig config;  // as the coordinator's plan gave it (config.tensors: the stage tensors)
   model::StageBytes bytes;    // model::stage_bytes of config: what the admission check compares
   std::set<std::string> forward_to;  // the only endpoints this stage may forward hidden states to
+  std::string mesh_secret;           // tensor split: the load's link secret (net::link_key)
 };
 
 // Validates every field: ids, hash format, metadata, tensor shapes, layer indices, sizes. The stage
@@ -43,7 +45,7 @@ Result<model::Batch> batch_from_request(const v1::ForwardRequest& req, const mod
 // A stage as the spec a worker receives. `metadata` is metadata_image(model file).
 v1::StageSpec to_stage_spec(const model::Model& model, const model::StageConfig& stage, const std::string& session,
                             const std::string& model_sha256, const std::vector<uint8_t>& metadata,
-                            const std::vector<std::string>& forward_to);
+                            const std::vector<std::string>& forward_to, const std::string& mesh_secret = {});
 // What the plan gives `node` (plan.node_stages[node]), as a spec for that worker. `metadata` is
 // metadata_image(model file).
 v1::StageSpec make_stage_spec(const model::Model& model, const plan::Plan& plan, int32_t node,

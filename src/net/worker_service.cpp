@@ -8,6 +8,7 @@
 #include "base/system.h"
 #include "base/checked.h"
 #include "net/candidates.h"
+#include "net/data_mesh.h"
 #include "net/forward_stream.h"
 #include "net/model_identity.h"
 #include "net/stage_spec.h"
@@ -19,6 +20,10 @@ using grpc::Status;
 using grpc::StatusCode;
 
 Status error_status(StatusCode code, const std::string& message) { return {code, message}; }
+
+// How long a member waits for its links and for each exchange: the coordinator's calls time out at
+// 30 s by default; the session timeout bounds it too.
+int32_t session_link_timeout_ms(const WorkerOptions& o) { return std::min(30, std::max(1, o.session_timeout_s)) * 1000; }
 Status invalid(const Error& e) { return {StatusCode::INVALID_ARGUMENT, e.message}; }
 
 // The token check, then the call's one request message: in that order, so that nothing from a peer
@@ -39,6 +44,8 @@ struct WorkerService::Session {
   std::string local_path;  // a local copy of the model, when the model dir has one
   std::unique_ptr<model::StageRunner> runner;
   std::map<std::string, std::shared_ptr<v1::Worker::Stub>> next_hops;  // endpoints of stage.forward_to
+  std::unique_ptr<MeshListener> listener;  // tensor split: where the earlier members' links arrive
+  std::unique_ptr<DataMesh> mesh;          // tensor split: the links, once joined
   std::chrono::steady_clock::time_point last_seen = std::chrono::steady_clock::now();
 };
 
@@ -188,6 +195,13 @@ Status WorkerService::LoadStage(grpc::ServerContext* ctx, grpc::ServerReader<v1:
   auto runner = load_stage_runner(session->stage, session->local_path, store_);
   if (!runner.ok()) return error_status(StatusCode::FAILED_PRECONDITION, runner.error().message);
   session->runner = std::move(*runner);
+  session->mesh.reset();
+  if (session->stage.config.shard.split()) {
+    auto listener = MeshListener::open(options_.host);
+    if (!listener.ok()) return error_status(StatusCode::UNAVAILABLE, listener.error().message);
+    session->listener = std::move(*listener);
+    reply->set_data_port(session->listener->port());
+  }
   reply->set_weight_bytes(session->runner->weight_bytes());
   reply->set_kv_bytes(session->runner->kv_bytes());
   reply->set_source(session->local_path.empty() ? "cache" : "local file " + session->local_path);
@@ -243,15 +257,7 @@ Status WorkerService::Forward(grpc::ServerContext* ctx, grpc::ServerReader<v1::F
     if (req.hop().output()) {
       if (req.next_size() > 0) return error_status(StatusCode::INVALID_ARGUMENT, "the output hop must be the last");
       if (!runner.config().output) return error_status(StatusCode::INVALID_ARGUMENT, "this stage has no output head");
-      const std::vector<float> logits = runner.logits(*batch, hidden.data());
-      const int32_t n_vocab = runner.model().hparams().n_vocab;
-      if (req.top_k() > 0 && req.top_k() < static_cast<uint32_t>(n_vocab) / 2) {  // else whole rows are smaller
-        reply->set_candidates(pack_candidates(logits.data(), static_cast<int64_t>(logits.size()) / n_vocab, n_vocab,
-                                              req.top_k()));
-      } else {
-        reply->set_logits(logits.data(), logits.size() * sizeof(float));
-      }
-      return Status::OK;
+      return reply_logits(req, *batch, hidden.data(), runner, reply);
     }
   }
   if (req.next_size() == 0) {
@@ -259,6 +265,65 @@ Status WorkerService::Forward(grpc::ServerContext* ctx, grpc::ServerReader<v1::F
     return Status::OK;
   }
   return forward_onward(*ctx, *session, req, hidden, reply);
+}
+
+// The output head's rows (a tensor-split member: its vocabulary rows), whole or as each row's top_k
+// candidates with their token ids.
+Status WorkerService::reply_logits(const v1::ForwardRequest& req, const model::Batch& batch, const float* hidden,
+                                   model::StageRunner& runner, v1::ForwardReply* reply) {
+  const std::vector<float> logits = runner.logits(batch, hidden);
+  const model::Range vocab = runner.config().shard.split() ? runner.config().shard.vocab
+                                                           : model::Range{0, runner.model().hparams().n_vocab};
+  const int32_t width = vocab.size();
+  if (req.top_k() > 0 && req.top_k() < static_cast<uint32_t>(width) / 2) {  // else whole rows are smaller
+    reply->set_candidates(pack_candidates(logits.data(), static_cast<int64_t>(logits.size()) / width, width,
+                                          req.top_k(), vocab.begin));
+  } else {
+    reply->set_logits(logits.data(), logits.size() * sizeof(float));
+  }
+  return Status::OK;
+}
+
+Status WorkerService::JoinMesh(grpc::ServerContext* ctx, grpc::ServerReader<v1::MeshSpec>* reader, v1::MeshReply*) {
+  v1::MeshSpec message;
+  if (auto s = accept_one(*ctx, *reader, options_.security.token, message); !s.ok()) return s;
+  auto session = find(message.session());
+  if (!session) return error_status(StatusCode::NOT_FOUND, "unknown session '" + message.session() + "'");
+  std::lock_guard lock(session->mu);
+  const model::Shard& shard = session->stage.config.shard;
+  if (!session->runner || !shard.split() || !session->listener) {
+    return error_status(StatusCode::FAILED_PRECONDITION, "the session holds no tensor-split stage");
+  }
+  if (message.members_size() != shard.count) {
+    return error_status(StatusCode::INVALID_ARGUMENT,
+                        fmt::format("{} mesh members for a split of {}", message.members_size(), shard.count));
+  }
+  // Links go only to the hosts of this session's plan (the endpoints it may forward to).
+  std::set<std::string> hosts;
+  for (const std::string& e : session->stage.forward_to) hosts.insert(e.substr(0, e.rfind(':')));
+  std::vector<MeshMember> members;
+  for (int32_t m = 0; m < message.members_size(); ++m) {
+    const std::string& endpoint = message.members(m);
+    if (m > shard.index) {
+      auto parsed = plan::parse_rpc_list(endpoint);
+      if (endpoint.size() > 255 || !parsed.ok() || parsed->size() != 1 || !hosts.count(endpoint.substr(0, endpoint.rfind(':')))) {
+        return error_status(StatusCode::PERMISSION_DENIED,
+                            "mesh member '" + endpoint.substr(0, 64) + "' is not on a host of this session's plan");
+      }
+    }
+    members.push_back({m == shard.index ? "this worker" : fmt::format("member {} ({})", m, endpoint.substr(0, 64)), endpoint});
+  }
+  session->runner->set_collective(nullptr);
+  session->mesh.reset();
+  auto mesh = DataMesh::join(shard.index, members, session->listener.get(),
+                             link_key(options_.security.token, session->stage.mesh_secret), session->stage.session,
+                             session_link_timeout_ms(options_));
+  if (!mesh.ok()) return error_status(StatusCode::UNAVAILABLE, mesh.error().message);
+  session->mesh = std::move(*mesh);
+  session->runner->set_collective(session->mesh.get());
+  spdlog::info("worker: session {} joined its tensor group as member {} of {}", message.session(), shard.index,
+               shard.count);
+  return Status::OK;
 }
 
 // Straight to the next stage's worker (one the session's plan names); the reply comes back along

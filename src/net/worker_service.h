@@ -42,6 +42,7 @@ class WorkerService final : public v1::Worker::Service {
   grpc::Status LoadStage(grpc::ServerContext*, grpc::ServerReader<v1::StageSpec>*, v1::LoadReply*) override;
   grpc::Status Forward(grpc::ServerContext*, grpc::ServerReader<v1::ForwardRequest>*, v1::ForwardReply*) override;
   grpc::Status SeqOp(grpc::ServerContext*, grpc::ServerReader<v1::SeqOpRequest>*, v1::SeqOpReply*) override;
+  grpc::Status JoinMesh(grpc::ServerContext*, grpc::ServerReader<v1::MeshSpec>*, v1::MeshReply*) override;
   grpc::Status Ping(grpc::ServerContext*, grpc::ServerReader<v1::SessionRef>*, v1::PingReply*) override;
   grpc::Status EndSession(grpc::ServerContext*, grpc::ServerReader<v1::SessionRef>*, v1::PingReply*) override;
 
@@ -52,6 +53,8 @@ class WorkerService final : public v1::Worker::Service {
   std::shared_ptr<Session> find(const std::string& id);
   // The link to a next hop; null unless the session's plan names that endpoint.
   std::shared_ptr<v1::Worker::Stub> next_hop(Session& session, const std::string& endpoint);
+  grpc::Status reply_logits(const v1::ForwardRequest& req, const model::Batch& batch, const float* hidden,
+                            model::StageRunner& runner, v1::ForwardReply* reply);
   grpc::Status forward_onward(grpc::ServerContext& ctx, Session& session, const v1::ForwardRequest& req,
                               const std::vector<float>& hidden, v1::ForwardReply* reply);
   void reap_idle_sessions();

@@ -1,0 +1,367 @@
+#include "net/data_mesh.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+namespace strata::net {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::string_view kMagic = "STRATA-MESH/1\n\0\0";  // 16 bytes
+constexpr size_t kNonce = 32, kMac = 32;
+
+struct Hello {  // what the connecting member sends first
+  std::array<char, 16> magic{};
+  std::array<uint8_t, 32> session{};  // SHA-256 of the session id
+  uint32_t from = 0, to = 0;
+  std::array<uint8_t, kNonce> nonce{};
+};
+static_assert(sizeof(Hello) == 16 + 32 + 8 + kNonce);
+
+struct FrameHeader {
+  uint32_t sequence;
+  uint32_t floats;
+};
+
+int remaining_ms(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::max<int64_t>(0, left));
+}
+
+void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+void tune(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  int buf = 4 << 20;
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+}
+
+// Moves exactly n bytes (reading when `in`), polling until the deadline. False on EOF, error or time.
+bool move_all(int fd, void* data, size_t n, bool in, Clock::time_point deadline, std::string& why) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t k = in ? ::recv(fd, p, n, 0) : ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k > 0) {
+      p += k, n -= static_cast<size_t>(k);
+      continue;
+    }
+    if (k == 0 && in) return why = "connection closed", false;
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return why = std::strerror(errno), false;
+    pollfd pfd{fd, static_cast<short>(in ? POLLIN : POLLOUT), 0};
+    const int left = remaining_ms(deadline);
+    if (left == 0 || ::poll(&pfd, 1, left) == 0) return why = "timed out", false;
+  }
+  return true;
+}
+
+std::array<uint8_t, 32> sha256(const std::string& s) {
+  std::array<uint8_t, 32> out{};
+  unsigned int len = 0;
+  EVP_Digest(s.data(), s.size(), out.data(), &len, EVP_sha256(), nullptr);
+  return out;
+}
+
+// HMAC(key, role | from | to | nonce_c | nonce_a): what each side proves.
+std::array<uint8_t, kMac> proof(const std::string& key, char role, const Hello& h, const uint8_t* nonce_a) {
+  std::string msg(1, role);
+  msg.append(reinterpret_cast<const char*>(&h.from), 8);
+  msg.append(reinterpret_cast<const char*>(h.nonce.data()), kNonce);
+  msg.append(reinterpret_cast<const char*>(nonce_a), kNonce);
+  std::array<uint8_t, kMac> out{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const uint8_t*>(msg.data()),
+       msg.size(), out.data(), &len);
+  return out;
+}
+
+Result<int> dial(const std::string& endpoint, Clock::time_point deadline) {
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos) return make_error("data link endpoint '{}' has no port", endpoint);
+  std::string host = endpoint.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), endpoint.c_str() + colon + 1, &hints, &res) != 0 || !res) {
+    return make_error("data link endpoint '{}' does not resolve", endpoint);
+  }
+  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  set_nonblocking(fd);
+  const int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
+  ::freeaddrinfo(res);
+  if (rc != 0 && errno != EINPROGRESS) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    return make_error(ErrorCode::kUnavailable, "data link to {}: {}", endpoint, why);
+  }
+  pollfd pfd{fd, POLLOUT, 0};
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::poll(&pfd, 1, remaining_ms(deadline)) != 1 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err) {
+    ::close(fd);
+    return make_error(ErrorCode::kUnavailable, "data link to {}: {}", endpoint, err ? std::strerror(err) : "timed out");
+  }
+  tune(fd);
+  return fd;
+}
+
+// The connecting side of the handshake; the socket on success.
+Result<int> connect_link(const MeshMember& peer, const Hello& hello, const std::string& key, Clock::time_point deadline) {
+  STRATA_ASSIGN(const int fd, dial(peer.endpoint, deadline));
+  std::string why;
+  std::array<uint8_t, kNonce + kMac> reply{};
+  bool ok = move_all(fd, const_cast<Hello*>(&hello), sizeof hello, false, deadline, why) &&
+            move_all(fd, reply.data(), reply.size(), true, deadline, why);
+  if (ok) {
+    const auto want = proof(key, 'A', hello, reply.data());
+    ok = CRYPTO_memcmp(want.data(), reply.data() + kNonce, kMac) == 0;
+    if (!ok) why = "it does not hold this load's link key";
+  }
+  if (ok) {
+    auto mine = proof(key, 'C', hello, reply.data());
+    ok = move_all(fd, mine.data(), mine.size(), false, deadline, why);
+  }
+  if (!ok) {
+    ::close(fd);
+    return make_error(ErrorCode::kPermissionDenied, "data link to {}: {}", peer.name, why);
+  }
+  return fd;
+}
+
+// The accepting side: the peer's index, or an error (the connection is then dropped).
+Result<uint32_t> accept_link(int fd, int32_t self, const std::array<uint8_t, 32>& session, const std::string& key,
+                             Clock::time_point deadline) {
+  std::string why;
+  Hello h;
+  if (!move_all(fd, &h, sizeof h, true, deadline, why)) return make_error("{}", why);
+  if (std::memcmp(h.magic.data(), kMagic.data(), h.magic.size()) != 0) return make_error("not a Strata data link");
+  if (h.session != session) return make_error("a link for another session");
+  if (h.to != static_cast<uint32_t>(self) || h.from >= h.to) return make_error("link {} -> {} is not for member {}", h.from, h.to, self);
+  std::array<uint8_t, kNonce + kMac> reply{};
+  RAND_bytes(reply.data(), kNonce);
+  const auto mine = proof(key, 'A', h, reply.data());
+  std::memcpy(reply.data() + kNonce, mine.data(), kMac);
+  std::array<uint8_t, kMac> theirs{};
+  if (!move_all(fd, reply.data(), reply.size(), false, deadline, why) ||
+      !move_all(fd, theirs.data(), theirs.size(), true, deadline, why)) {
+    return make_error("{}", why);
+  }
+  const auto want = proof(key, 'C', h, reply.data());
+  if (CRYPTO_memcmp(want.data(), theirs.data(), kMac) != 0) return make_error("the peer does not hold this load's link key");
+  return h.from;
+}
+
+}  // namespace
+
+MeshListener::~MeshListener() { ::close(fd_); }
+
+Result<std::unique_ptr<MeshListener>> MeshListener::open(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const char* node = host.empty() || host == "0.0.0.0" ? nullptr : host.c_str();
+  if (::getaddrinfo(node, "0", &hints, &res) != 0 || !res) return make_error("data link: cannot listen on '{}'", host);
+  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool ok = fd >= 0 && ::bind(fd, res->ai_addr, res->ai_addrlen) == 0 && ::listen(fd, 16) == 0;
+  ::freeaddrinfo(res);
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (!ok || ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return make_error("data link: cannot listen on '{}': {}", host, why);
+  }
+  const int port = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                              : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  set_nonblocking(fd);
+  return std::unique_ptr<MeshListener>(new MeshListener(fd, port));
+}
+
+std::string random_secret() {
+  std::string s(32, '\0');
+  RAND_bytes(reinterpret_cast<uint8_t*>(s.data()), static_cast<int>(s.size()));
+  return s;
+}
+
+std::string link_key(const std::string& token, const std::string& secret) {
+  const std::string msg = "strata mesh" + secret;
+  std::string out(32, '\0');
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()), reinterpret_cast<const uint8_t*>(msg.data()),
+       msg.size(), reinterpret_cast<uint8_t*>(out.data()), &len);
+  return out;
+}
+
+Result<std::unique_ptr<DataMesh>> DataMesh::join(int32_t self, const std::vector<MeshMember>& members,
+                                                 MeshListener* listener, const std::string& key,
+                                                 const std::string& session, int32_t timeout_ms) {
+  const int32_t n = static_cast<int32_t>(members.size());
+  if (n < 2 || n > 64 || self < 0 || self >= n) return make_error("data mesh: member {} of {}", self, n);
+  if (self > 0 && !listener) return make_error("data mesh: member {} has no listener", self);
+  auto mesh = std::unique_ptr<DataMesh>(new DataMesh());
+  mesh->self_ = self;
+  mesh->timeout_ms_ = timeout_ms;
+  mesh->fds_.assign(n, -1);
+  for (const MeshMember& m : members) mesh->names_.push_back(m.name);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto session_hash = sha256(session);
+
+  // Later members: connect (on a thread, while this one accepts the earlier members' links).
+  Status connected;
+  std::thread dialer([&] {
+    for (int32_t j = self + 1; j < n && connected.ok(); ++j) {
+      Hello h;
+      std::memcpy(h.magic.data(), kMagic.data(), h.magic.size());
+      h.session = session_hash;
+      h.from = static_cast<uint32_t>(self), h.to = static_cast<uint32_t>(j);
+      RAND_bytes(h.nonce.data(), kNonce);
+      auto fd = connect_link(members[j], h, key, deadline);
+      if (!fd.ok()) connected = fd.error();
+      else mesh->fds_[j] = *fd;
+    }
+  });
+  int32_t accepted = 0;
+  std::string last_refusal;
+  while (accepted < self) {
+    pollfd pfd{listener->fd(), POLLIN, 0};
+    const int left = remaining_ms(deadline);
+    if (left == 0 || ::poll(&pfd, 1, left) != 1) break;
+    const int fd = ::accept4(listener->fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) continue;
+    tune(fd);
+    auto from = accept_link(fd, self, session_hash, key, deadline);
+    if (!from.ok() || mesh->fds_[*from] != -1) {
+      last_refusal = from.ok() ? "a second link from the same member" : from.error().message;
+      spdlog::warn("data link: refused a connection: {}", last_refusal);
+      ::close(fd);
+      continue;
+    }
+    mesh->fds_[*from] = fd;
+    ++accepted;
+  }
+  dialer.join();
+  STRATA_TRY(connected);
+  if (accepted < self) {
+    std::string missing;
+    for (int32_t i = 0; i < self; ++i) {
+      if (mesh->fds_[i] == -1) missing += (missing.empty() ? "" : ", ") + members[i].name;
+    }
+    return make_error(ErrorCode::kDeadlineExceeded, "data mesh: no link from {} within {} ms{}", missing, timeout_ms,
+                      last_refusal.empty() ? "" : " (last refusal: " + last_refusal + ")");
+  }
+  return mesh;
+}
+
+DataMesh::~DataMesh() {
+  for (int fd : fds_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+void DataMesh::fail(Status s) {
+  if (error_.ok()) error_ = std::move(s);
+  for (int& fd : fds_) {  // the peers see the links close at once instead of waiting out the deadline
+    if (fd >= 0) ::close(fd), fd = -1;
+  }
+}
+
+// Sends this member's n floats to every peer and reads theirs, all links at once (a large batch
+// would fill both directions' buffers if each link were written before being read).
+Status DataMesh::exchange(const float* data, int64_t n) {
+  const int32_t members = size();
+  const FrameHeader header{sequence_++, static_cast<uint32_t>(n)};
+  const size_t payload = static_cast<size_t>(n) * sizeof(float);
+  struct Progress {
+    size_t sent = 0, got = 0;
+    FrameHeader in{};
+  };
+  std::vector<Progress> p(members);
+  received_.resize(members);
+  const size_t total = sizeof header + payload;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+  std::vector<pollfd> fds;
+  std::vector<int32_t> who;
+  for (;;) {
+    fds.clear(), who.clear();
+    for (int32_t m = 0; m < members; ++m) {
+      if (m == self_) continue;
+      Progress& q = p[m];
+      const int fd = fds_[m];
+      // Write what the socket takes, then read what has come.
+      while (q.sent < total) {
+        const uint8_t* src = q.sent < sizeof header ? reinterpret_cast<const uint8_t*>(&header) + q.sent
+                                                    : reinterpret_cast<const uint8_t*>(data) + (q.sent - sizeof header);
+        const size_t len = q.sent < sizeof header ? sizeof header - q.sent : total - q.sent;
+        const ssize_t k = ::send(fd, src, len, MSG_NOSIGNAL);
+        if (k > 0) { q.sent += static_cast<size_t>(k); continue; }
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+        return make_error(ErrorCode::kUnavailable, "tensor split: link to {}: {}", names_[m], std::strerror(errno));
+      }
+      while (q.got < total) {
+        if (q.got == sizeof header) {
+          if (q.in.sequence != header.sequence || q.in.floats != header.floats) {
+            return make_error(ErrorCode::kInternal, "tensor split: {} sent exchange {} of {} floats, expected {} of {}",
+                              names_[m], q.in.sequence, q.in.floats, header.sequence, header.floats);
+          }
+          received_[m].resize(static_cast<size_t>(n));
+        }
+        uint8_t* dst = q.got < sizeof header ? reinterpret_cast<uint8_t*>(&q.in) + q.got
+                                             : reinterpret_cast<uint8_t*>(received_[m].data()) + (q.got - sizeof header);
+        const size_t len = q.got < sizeof header ? sizeof header - q.got : total - q.got;
+        const ssize_t k = ::recv(fd, dst, len, 0);
+        if (k > 0) { q.got += static_cast<size_t>(k); continue; }
+        if (k == 0) return make_error(ErrorCode::kUnavailable, "tensor split: {} closed its link", names_[m]);
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+        return make_error(ErrorCode::kUnavailable, "tensor split: link to {}: {}", names_[m], std::strerror(errno));
+      }
+      if (q.sent < total || q.got < total) {
+        fds.push_back({fd, static_cast<short>((q.sent < total ? POLLOUT : 0) | (q.got < total ? POLLIN : 0)), 0});
+        who.push_back(m);
+      }
+    }
+    if (fds.empty()) return {};
+    const int left = remaining_ms(deadline);
+    if (left == 0 || ::poll(fds.data(), fds.size(), left) == 0) {
+      return make_error(ErrorCode::kDeadlineExceeded, "tensor split: {} sent nothing for {} ms", names_[who[0]], timeout_ms_);
+    }
+  }
+}
+
+void DataMesh::all_reduce_sum(float* data, int64_t n) {
+  if (!error_.ok() || n <= 0) return;
+  if (n > (int64_t{1} << 28)) return fail(make_error("tensor split: an exchange of {} floats is too large", n));
+  if (Status s = exchange(data, n); !s.ok()) return fail(std::move(s));
+  ++exchanges_;
+  // Member order, on every member: ((m0 + m1) + m2) + ...
+  sum_.assign(n, 0.0f);
+  const float* first = self_ == 0 ? data : received_[0].data();
+  std::copy(first, first + n, sum_.begin());
+  for (int32_t m = 1; m < size(); ++m) {
+    const float* src = m == self_ ? data : received_[m].data();
+    for (int64_t i = 0; i < n; ++i) sum_[i] += src[i];
+  }
+  std::copy(sum_.begin(), sum_.end(), data);
+}
+
+}  // namespace strata::net

@@ -1,0 +1,85 @@
+// The data links of a tensor group: one TCP connection between every two members, over which they
+// add their partial sub-layer outputs (model::Collective). The control plane (load, runs, health)
+// stays on gRPC; these links carry only floats, dozens of times per token, so they skip gRPC's
+// framing and threads (bench/README.md, "Collectives for tensor parallelism", has the latencies that
+// chose plain TCP over Gloo, UCX and MPI).
+//
+// A link is opened by the earlier member and proven both ways before it carries data: each side
+// sends a fresh nonce and answers the other's with HMAC-SHA256 under the session's link key
+// (link_key: the coordinator's random per-load secret, keyed with the cluster token), so only the
+// nodes of this load can join. The floats themselves travel unencrypted: keep tensor groups on a
+// private network. Every read is bounded by the expected size and every wait by the deadline.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "model/collective.h"
+
+namespace strata::net {
+
+// A member's listening socket for the links of the members before it (bound at load, port 0: the
+// kernel picks one, reported to the coordinator).
+class MeshListener {
+ public:
+  static Result<std::unique_ptr<MeshListener>> open(const std::string& host);
+  ~MeshListener();
+  MeshListener(const MeshListener&) = delete;
+  MeshListener& operator=(const MeshListener&) = delete;
+  int port() const { return port_; }
+  int fd() const { return fd_; }
+
+ private:
+  MeshListener(int fd, int port) : fd_(fd), port_(port) {}
+  int fd_;
+  int port_;
+};
+
+// The key both ends of every link prove: HMAC-SHA256(token, "strata mesh" | secret), where secret is
+// the coordinator's random bytes for this load (sent over the authenticated control plane).
+std::string link_key(const std::string& token, const std::string& secret);
+// 32 random bytes (OpenSSL's generator), for a load's secret.
+std::string random_secret();
+
+struct MeshMember {
+  std::string name;      // for errors: "local", "W1 (host:port)"
+  std::string endpoint;  // host:port of its data listener; empty for a member nobody connects to (the first)
+};
+
+class DataMesh final : public model::Collective {
+ public:
+  // Joins as member `self`: connects to every later member and accepts one link from every earlier
+  // one on `listener` (null only for member 0), within timeout_ms. Connections that fail the
+  // handshake are dropped and the wait goes on until the deadline.
+  static Result<std::unique_ptr<DataMesh>> join(int32_t self, const std::vector<MeshMember>& members,
+                                                MeshListener* listener, const std::string& key,
+                                                const std::string& session, int32_t timeout_ms);
+  ~DataMesh() override;
+
+  void all_reduce_sum(float* data, int64_t n) override;
+  Status error() const override { return error_; }
+  int32_t self() const { return self_; }
+  int32_t size() const { return static_cast<int32_t>(fds_.size()); }
+  // A failed mesh stays failed: the coordinator recovers by loading the group anew.
+  uint64_t exchanges() const { return exchanges_; }
+
+ private:
+  DataMesh() = default;
+  Status exchange(const float* data, int64_t n);
+  void fail(Status s);
+
+  int32_t self_ = 0;
+  std::vector<int> fds_;  // per member; -1 for self
+  std::vector<std::string> names_;
+  int32_t timeout_ms_ = 30000;
+  uint32_t sequence_ = 0;
+  std::vector<std::vector<float>> received_;
+  std::vector<float> sum_;
+  Status error_;
+  uint64_t exchanges_ = 0;
+};
+
+}  // namespace strata::net
