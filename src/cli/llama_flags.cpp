@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "memory/kv_cache.h"
+#include "plan/plan.h"
 
 namespace strata::cli {
 namespace {
@@ -94,8 +95,10 @@ void add_device_flags(CLI::App& cmd, LlamaFlags& f) {
                          always(no_gpu));
   f.notices.emplace_back(cmd.add_flag("--no-kv-offload", f.no_kv_offload, "(-nkvo) ignored: no GPUs")->group(kGroup),
                          always(no_gpu));
-  // Checked in apply_llama_flags: the other modes are errors, not notices.
-  cmd.add_option("--split-mode", f.split_mode, "(-sm) layer: whole layers per node (the only mode)")
+  // Checked in apply_llama_flags: none and row are errors that say what to use, not notices.
+  cmd.add_option("--split-mode", f.split_mode,
+                 "(-sm) layer: whole layers per node (a pipeline); tensor: every layer sliced over the nodes, which "
+                 "then work on each token together")
       ->capture_default_str()
       ->group(kGroup)
       ->check(CLI::IsMember({"none", "layer", "row", "tensor"}));
@@ -138,13 +141,7 @@ void add_llama_flags(CLI::App& cmd, LlamaFlags& f) {
 }
 
 Status apply_llama_flags(const LlamaFlags& f) {
-  if (f.split_mode == "tensor") {
-    return make_error("--split-mode tensor (tensors split across nodes) is planned but not implemented yet; use layer");
-  }
-  if (f.split_mode != "layer") {
-    return make_error("--split-mode {}: only layer exists here (whole layers per node, set with -ts/-ngl/-ot)",
-                      f.split_mode);
-  }
+  STRATA_TRY(plan::parse_split_mode(f.split_mode));
   auto logger = spdlog::default_logger();
   if (f.log_disable) {
     logger->set_level(spdlog::level::off);

@@ -17,6 +17,7 @@ class LocalExecutor final : public StageExecutor {
   Result<bool> ping() override { return true; }
 
   // The runner (after load): the engine validates, embeds and records positions with it.
+  bool loaded() const { return runner_ != nullptr; }
   model::StageRunner& runner() { return *runner_; }
   const model::StageRunner& runner() const { return *runner_; }
 

@@ -15,6 +15,7 @@ std::string_view kind_name(Decision::Kind kind) {
     case Decision::Kind::kPinMovedLayers: return "pin_moved_layers";
     case Decision::Kind::kFinalPlacement: return "final_placement";
     case Decision::Kind::kTiedHeadCopy: return "tied_head_copy";
+    case Decision::Kind::kTensorSplit: return "tensor_split";
   }
   return "unknown";
 }
@@ -41,6 +42,8 @@ std::string describe(const std::vector<Node>& nodes, int32_t n_layer, const Deci
     }
     case K::kFinalPlacement:
       return "final placement: " + detail::placement_summary(nodes, d.owner);
+    case K::kTensorSplit:
+      return fmt::format("-sm tensor: all {} layers sliced over {} by {}{}", n_layer, d.detail, d.flags, zero);
     case K::kTiedHeadCopy:
       return fmt::format("the output head is tied to token_embd.weight: {} holds a copy of it besides {}",
                          node_label(nodes, d.node), node_label(nodes, 0));

@@ -123,6 +123,15 @@ Result<std::vector<TensorOverride>> parse_overrides(std::string_view text) {
   return rules;
 }
 
+Result<SplitMode> parse_split_mode(std::string_view text) {
+  const std::string_view t = trim(text);
+  if (t == "layer") return SplitMode::kLayer;
+  if (t == "tensor") return SplitMode::kTensor;
+  if (t == "none") return make_error("-sm none: Strata has no single-device mode; without --rpc every layer stays here");
+  if (t == "row") return make_error("-sm row: Strata splits rows within layers as -sm tensor does; use -sm tensor");
+  return make_error("-sm: '{}' is not a split mode (layer or tensor)", t.substr(0, 32));
+}
+
 Result<std::vector<double>> parse_tensor_split(std::string_view text) {
   if (text.size() > kMaxFlag) return make_error("-ts: value is too long");
   if (trim(text).empty()) return make_error("-ts: empty value (expected ratios like 3,2)");

@@ -95,4 +95,9 @@ std::vector<NodeBytes> node_bytes(const model::Model& model, const std::vector<N
 Status check_budget(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
                     const std::vector<int32_t>& owner, const std::vector<NodeBytes>& bytes);
 
+// ---- -sm tensor ----
+// The plan of a tensor split (tensor_split.cpp): the group, each member's shard, bytes and exchanges.
+// `nodes` have their names set.
+Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes, const Request& request);
+
 }  // namespace strata::plan::detail

@@ -66,7 +66,13 @@ struct TensorOverride {
   std::string node_spec;  // as the user wrote it
 };
 
+// -sm / --split-mode: layer (a pipeline: each layer on one node) or tensor (every layer sliced over a
+// tensor group, model::Shard; the group adds its partial sums over data links twice per layer).
+enum class SplitMode { kLayer, kTensor };
+Result<SplitMode> parse_split_mode(std::string_view text);  // "layer" | "tensor" ("none" / "row": refused, named)
+
 struct Request {
+  SplitMode split_mode = SplitMode::kLayer;
   int32_t n_ctx = 0;      // total context (all sequences)
   int32_t n_seq = 1;
   int32_t n_batch = 512;  // largest batch, sizes the scratch
@@ -89,6 +95,7 @@ struct Decision {
     kPinMovedLayers,  // -ot pins moved whole layers (weights, cache, state and compute) to a node
     kFinalPlacement,  // where every layer ended up after the pins
     kTiedHeadCopy,    // the output node holds a copy of token_embd for its tied head
+    kTensorSplit,     // -sm tensor: every layer sliced over the group (detail: the slices and why)
   };
   Kind kind = Kind::kSingleNode;
   std::string flags;               // the flags that decided: "-ts 1,1", "-ngl 30", "the split by usable memory"
@@ -118,6 +125,11 @@ struct Plan {
   // its cache shape and threads. Loading, binding and the worker's checks read this and nothing else.
   std::vector<model::StageConfig> node_stages;
   std::vector<Decision> decisions;     // what was decided and why (logged at startup)
+  SplitMode split_mode = SplitMode::kLayer;
+  // -sm tensor: the members of the tensor group in member order (node indices); each member's slice is
+  // node_stages[node].shard. Every member runs every layer; layer_owner names the first member.
+  std::vector<int32_t> tensor_group;
+  std::vector<uint64_t> read_per_token;  // -sm tensor: weight bytes each node reads per token (its slices)
   std::vector<std::string> warnings;
 
   // Layers owned by `node`, as flags per layer.

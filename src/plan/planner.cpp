@@ -76,6 +76,11 @@ Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (nodes[i].name.empty()) nodes[i].name = i == 0 ? "local" : nodes[i].endpoint;
   }
+  if (request.split_mode == SplitMode::kTensor) {
+    auto tensor = detail::make_tensor_plan(model, std::move(nodes), request);
+    if (!tensor && tensor.error().code == ErrorCode::kUnknown) return refuse(ErrorCode::kInvalidArgument, std::move(tensor).error());
+    return tensor;
+  }
   const model::HParams& hp = model.hparams();
   const int32_t n_layer = hp.n_layer;
 

@@ -98,9 +98,17 @@ std::string render(const Plan& p) {
     for (size_t il = 0; il < p.layer_owner.size(); ++il) {
       if (p.layer_owner[il] == node) layers.push_back(static_cast<int32_t>(il));
     }
+    const bool member = std::find(p.tensor_group.begin(), p.tensor_group.end(), node) != p.tensor_group.end();
+    if (p.split_mode == SplitMode::kTensor) {  // every member runs every layer on its slice
+      layers.clear();
+      if (member) {
+        for (size_t il = 0; il < p.layer_owner.size(); ++il) layers.push_back(static_cast<int32_t>(il));
+      }
+    }
     std::string owned = detail::ranges(layers);
     if (node == p.input_node) owned = owned.empty() ? "input" : "input + " + owned;
-    if (node == p.output_node) owned = owned.empty() ? "output" : owned + " + output";
+    if (node == p.output_node || member) owned = owned.empty() ? "output" : owned + " + output";
+    if (member) owned += " (slice)";
     if (owned.empty()) owned = "-";
     const NodeBytes b = n < p.bytes.size() ? p.bytes[n] : NodeBytes{};
     std::string kv_type = "-";  // K/V cache types, where the node keeps a cache
@@ -128,6 +136,16 @@ std::string render(const Plan& p) {
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out << line << "\n";
+  }
+  if (p.split_mode == SplitMode::kTensor) {
+    out << "slices (-sm tensor; every member adds its partial sums after each attention and FFN sub-layer):\n";
+    for (int32_t m : p.tensor_group) {
+      const model::Shard& s = p.node_stages[m].shard;
+      const auto r = [](model::Range x) { return x.size() ? fmt::format("{}-{}", x.begin, x.end - 1) : std::string("none"); };
+      out << fmt::format("  {}: KV heads {}, FFN rows {}, vocabulary rows {}; reads {} of weights per token\n",
+                         detail::node_label(p.nodes, m), r(s.kv_heads), r(s.ff), r(s.vocab),
+                         human_bytes(m < static_cast<int32_t>(p.read_per_token.size()) ? p.read_per_token[m] : 0));
+    }
   }
   if (p.transfers.empty()) {
     out << "transfers: none\n";

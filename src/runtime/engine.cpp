@@ -8,7 +8,9 @@
 #include <sstream>
 
 #include "base/system.h"
+#include "net/data_mesh.h"
 #include "net/grpc_executor.h"
+#include "runtime/tensor_group.h"
 
 namespace strata::runtime {
 namespace {
@@ -27,6 +29,7 @@ void log_block(const std::string& text) {
 
 plan::Request plan_request(const EngineOptions& options, const model::HParams& hp) {
   plan::Request request;
+  request.split_mode = options.cluster.split_mode;
   request.n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int32_t>(4096, hp.n_ctx_train);
   request.n_seq = options.n_seq;
   request.n_batch = options.n_batch;
@@ -94,13 +97,21 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   }
 
   // Every node loads the stage the plan gives it.
-  const std::string session = random_session_id();
+  e->session_ = random_session_id();
+  const bool tensor = e->plan_.split_mode == plan::SplitMode::kTensor;
+  if (tensor) e->mesh_secret_ = net::random_secret();
   for (int32_t n = 0; n < static_cast<int32_t>(e->nodes_.size()); ++n) {
-    e->stage_loads_.push_back(exec::stage_load(e->plan_, n, e->model_, options.model_path, session));
+    e->stage_loads_.push_back(exec::stage_load(e->plan_, n, e->model_, options.model_path, e->session_));
+    e->stage_loads_.back().mesh_secret = e->mesh_secret_;
   }
   for (int32_t n = 0; n < static_cast<int32_t>(e->nodes_.size()); ++n) STRATA_TRY(e->load_node(n));
 
-  e->build_hops();
+  if (tensor) {
+    e->group_ = std::make_unique<TensorGroup>(e->plan_, e->nodes_, *e->local_);
+    STRATA_TRY(e->join_group());
+  } else {
+    e->build_hops();
+  }
   if (e->nodes_.size() > 1) {
     for (size_t n = 1; n < e->nodes_.size(); ++n) e->health_.push_back({e->nodes_[n]->name(), true, true, 0});
     e->heartbeat_ = std::thread([raw = e.get()] { raw->heartbeat(); });
@@ -153,9 +164,14 @@ void Engine::heartbeat() {
   }
 }
 
+Status Engine::join_group() {
+  return group_->join(options_.cluster.security.token, mesh_secret_, session_, options_.cluster.timeout_ms);
+}
+
 Engine::~Engine() {
   stop_.store(true);
   if (heartbeat_.joinable()) heartbeat_.join();
+  group_.reset();
   for (size_t n = 1; n < nodes_.size(); ++n) nodes_[n]->end();
 }
 
@@ -192,6 +208,7 @@ Status Engine::recover() {
       STRATA_TRY(load_node(n));
     }
   }
+  if (group_) STRATA_TRY(join_group());  // a failed exchange leaves every member's links closed
   for (int32_t s = 0; s < n_seq(); ++s) {
     for (auto& node : nodes_) STRATA_TRY(node->seq_op(exec::SeqOp::kClear, s, 0, 0));
   }
@@ -225,7 +242,7 @@ Result<std::vector<float>> Engine::decode(const model::Batch& batch, int32_t top
   model::StageRunner& runner = local_->runner();
   STRATA_TRY(runner.validate(batch, true));
   runner.embed(batch, hidden_);
-  auto logits = run_hops(batch, hidden_, top_k);
+  auto logits = group_ ? group_->run(batch, hidden_, top_k) : run_hops(batch, hidden_, top_k);
   if (!logits.ok()) {
     if (nodes_.size() > 1) broken_ = true;
     return logits;

@@ -17,7 +17,10 @@
 
 namespace strata::runtime {
 
+class TensorGroup;
+
 struct ClusterOptions {
+  plan::SplitMode split_mode = plan::SplitMode::kLayer;  // -sm
   std::vector<std::string> workers;       // --rpc endpoints, in order
   std::vector<double> tensor_split;       // -ts
   int32_t n_gpu_layers = -1;              // -ngl
@@ -111,6 +114,7 @@ class Engine {
   Status recover();
   Status recover_or_fail_fast();
   Status seq_op_everywhere(exec::SeqOp op, int32_t seq, int32_t p0, int32_t dst);
+  Status join_group();
   Result<std::vector<float>> run_hops(const model::Batch& batch, std::vector<float>& hidden, int32_t top_k);
   void build_hops();
   void heartbeat();
@@ -125,6 +129,8 @@ class Engine {
   exec::LocalExecutor* local_ = nullptr;
   std::vector<exec::StageLoad> stage_loads_;  // per plan node, kept to reload a restarted worker
   std::vector<exec::Hop> hops_;               // execution order: the plan's stages, then the output head
+  std::unique_ptr<TensorGroup> group_;        // -sm tensor: the group's links and runs
+  std::string session_, mesh_secret_;
   std::vector<NodeLoad> loads_;
   std::vector<float> hidden_;
   bool broken_ = false;  // a worker failed mid-batch: caches may disagree until recover()

@@ -1,0 +1,205 @@
+// -sm tensor: every member of the tensor group holds a slice of every layer (model::Shard) and runs
+// it; the group adds its partial sums after each attention and FFN sub-layer. The planner picks the
+// group and each member's share (-ts, else usable memory), cuts the slices on the steps the weight
+// types allow (model::shard_units) and says where a shape could not be cut evenly.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "gguf/names.h"
+#include "plan/internal.h"
+
+namespace strata::plan::detail {
+namespace {
+
+struct Group {
+  std::vector<int32_t> members;  // node indices, in node order
+  std::vector<double> weights;   // their shares
+  std::string flag_text;         // "-ts 1,1" or "usable memory"
+};
+
+// -ts with W + 1 values weighs this machine first; with W values only the workers (this machine then
+// embeds, samples and merges the members' logits, like llama.cpp's client over RPC servers). Without
+// -ts (or all zero), every node by its usable memory.
+Result<Group> choose_group(const std::vector<Node>& nodes, const Request& request) {
+  const size_t n = nodes.size(), workers = n - 1;
+  const std::vector<double>& ts = request.tensor_split;
+  const bool all_zero = std::all_of(ts.begin(), ts.end(), [](double v) { return v == 0; });
+  std::vector<double> share(n, 0.0);
+  Group g;
+  if (!ts.empty() && !all_zero) {
+    if (ts.size() != workers && ts.size() != n) {
+      return make_error("plan: -ts has {} values; -sm tensor with {} worker(s) takes {} (the workers) or {} (this "
+                        "machine first)", ts.size(), workers, workers, n);
+    }
+    std::copy(ts.begin(), ts.end(), share.begin() + (ts.size() == workers ? 1 : 0));
+    g.flag_text = "-ts " + join_values(ts);
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      share[i] = nodes[i].memory_usable == kUnlimited ? 1.0 : static_cast<double>(nodes[i].memory_usable);
+    }
+    g.flag_text = "usable memory";
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (share[i] > 0) g.members.push_back(static_cast<int32_t>(i)), g.weights.push_back(share[i]);
+  }
+  if (g.members.size() < 2) {
+    return make_error("plan: -sm tensor needs at least two nodes with a share ({} gives {}); add --rpc workers or "
+                      "give them a -ts share", g.flag_text, g.members.size());
+  }
+  return g;
+}
+
+std::string range_text(model::Range r, int32_t total) {
+  if (r.size() == 0) return "none";
+  return fmt::format("{}-{} of {}", r.begin, r.end - 1, total);
+}
+
+// Where a dimension left a member without a slice: which steps forced it.
+void note_empty_slices(const model::Model& model, const model::ShardUnits& u, const std::vector<Node>& nodes,
+                       const Group& g, const std::vector<model::Shard>& shards, std::vector<std::string>& warnings) {
+  const model::HParams& hp = model.hparams();
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string who = node_label(nodes, g.members[i]);
+    if (shards[i].kv_heads.size() == 0) {
+      warnings.push_back(fmt::format(
+          "-sm tensor: attention is cut in steps of {} KV head(s) (attn_output's quant blocks must stay whole), so "
+          "{} KV heads give {} holds no attention heads: it adds zeros to the attention sums",
+          u.kv_heads, hp.n_head_kv, who));
+    }
+    if (shards[i].ff.size() == 0) {
+      warnings.push_back(fmt::format("-sm tensor: the FFN is cut in steps of {} rows; {} gets none of the {}", u.ff, who,
+                                     hp.n_ff));
+    }
+  }
+}
+
+// Each member's slice stage; nodes outside the group hold nothing (the coordinator still embeds).
+std::vector<model::StageConfig> tensor_stages(const model::Model& model, const std::vector<Node>& nodes,
+                                              const Request& request, const Group& g,
+                                              const std::vector<model::Shard>& shards) {
+  const int32_t n_layer = model.hparams().n_layer;
+  std::vector<model::StageConfig> stages(nodes.size());
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    model::StageConfig& s = stages[n];
+    const auto it = std::find(g.members.begin(), g.members.end(), static_cast<int32_t>(n));
+    const bool member = it != g.members.end();
+    s.owned.assign(static_cast<size_t>(n_layer), member ? 1 : 0);
+    s.input = n == 0;
+    s.output = member;
+    if (member) s.shard = shards[static_cast<size_t>(it - g.members.begin())];
+    s.tensors = model::tensors_needed(model, s.owned, s.input, s.output);
+    s.n_seq = std::max(1, request.n_seq);
+    s.n_ctx_per_seq = std::max(0, request.n_ctx) / s.n_seq;
+    s.n_batch = std::max(1, request.n_batch);
+    s.n_threads = std::max(1, nodes[n].threads);
+    s.n_checkpoints = std::max(0, request.n_checkpoints);
+    s.type_k = request.type_k;
+    s.type_v = request.type_v;
+  }
+  return stages;
+}
+
+// Per token: the embeddings out to every worker member, two sums per layer between every two
+// members, and each worker member's logits (its vocabulary rows) back.
+void add_exchanges(Plan& p, const model::HParams& hp) {
+  const uint64_t row = uint64_t(hp.n_embd) * sizeof(float);
+  const std::vector<int32_t>& m = p.tensor_group;
+  for (int32_t w : m) {
+    if (w != p.input_node) p.transfers.push_back({p.input_node, w, "embeddings (input of layer 0)", row});
+  }
+  for (int32_t a : m) {
+    for (int32_t b : m) {
+      if (a == b) continue;
+      p.transfers.push_back({a, b,
+                             fmt::format("partial sums: 2 per layer x {} layers = {} exchanges of {} floats",
+                                         hp.n_layer, 2 * hp.n_layer, hp.n_embd),
+                             2 * uint64_t(hp.n_layer) * row});
+    }
+  }
+  for (int32_t w : m) {
+    if (w == p.input_node) continue;
+    const model::Range v = p.node_stages[w].shard.vocab;
+    p.transfers.push_back({w, p.input_node, "logits", uint64_t(v.size()) * sizeof(float)});
+  }
+}
+
+}  // namespace
+
+Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes, const Request& request) {
+  const model::HParams& hp = model.hparams();
+  const int32_t n_layer = hp.n_layer;
+  if (nodes.size() < 2) return make_error("plan: -sm tensor splits every layer over several nodes; give workers with --rpc");
+  if (!request.overrides.empty()) {
+    return make_error("plan: -ot pins whole tensors to nodes, but -sm tensor slices every tensor over the group; drop "
+                      "-ot or use -sm layer");
+  }
+  if (request.n_gpu_layers >= 0 && request.n_gpu_layers < n_layer + 1) {
+    return make_error("plan: -ngl {} keeps layers off the workers, but -sm tensor slices all {} layers (and the output) "
+                      "over the group; drop -ngl or give -ngl {}", request.n_gpu_layers, n_layer, n_layer + 1);
+  }
+  STRATA_ASSIGN(Group g, choose_group(nodes, request));
+  STRATA_ASSIGN(const model::ShardUnits units, model::shard_units(model));
+  STRATA_ASSIGN(std::vector<model::Shard> shards, model::split_shards(model, g.weights));
+
+  Plan p;
+  p.nodes = std::move(nodes);
+  p.split_mode = SplitMode::kTensor;
+  p.tensor_group = g.members;
+  p.layer_owner.assign(static_cast<size_t>(n_layer), g.members.front());
+  p.input_node = 0;
+  p.output_node = g.members.front();
+  for (int32_t m : g.members) p.stages.push_back({m, 0, n_layer});
+  p.node_stages = tensor_stages(model, p.nodes, request, g, shards);
+  p.bytes = node_bytes(model, p.node_stages);
+  // Per token a member reads its slices of every matrix (a tied head: its rows of token_embd); the
+  // embedding lookup reads one row.
+  const std::string embd(gguf::names::tensor::kTokenEmbd);
+  for (const model::StageConfig& st : p.node_stages) {
+    uint64_t read = 0;
+    for (const std::string& name : st.tensors) {
+      if (name != embd) read = sat_add(read, model::shard_tensor_bytes(model, name, st.shard));
+    }
+    if (st.shard.split() && !model.has_output_weight()) {
+      read = sat_add(read, model::shard_tensor_bytes(model, embd, {}) / uint64_t(hp.n_vocab) * uint64_t(st.shard.vocab.size()));
+    }
+    p.read_per_token.push_back(st.shard.split() ? read : 0);
+  }
+  for (const model::Model::Tensor& t : model.tensors()) p.tensor_home[t.decl.name] = t.decl.layer < 0 ? 0 : p.output_node;
+  add_exchanges(p, hp);
+
+  Decision d;
+  d.kind = Decision::Kind::kTensorSplit;
+  d.flags = g.flag_text;
+  std::string names;
+  for (size_t i = 0; i < g.members.size(); ++i) {
+    const model::Shard& s = shards[i];
+    names += fmt::format("{}{} (KV heads {}, FFN rows {}, vocabulary {})", i ? ", " : "", node_label(p.nodes, g.members[i]),
+                         range_text(s.kv_heads, hp.n_head_kv), range_text(s.ff, hp.n_ff), range_text(s.vocab, hp.n_vocab));
+  }
+  d.detail = names;
+  d.all_zero_split = !request.tensor_split.empty() && g.flag_text == "usable memory";
+  d.layers.resize(static_cast<size_t>(n_layer));
+  for (int32_t il = 0; il < n_layer; ++il) d.layers[il] = il;
+  p.decisions.push_back(std::move(d));
+  note_empty_slices(model, units, p.nodes, g, shards, p.warnings);
+  for (size_t n = 1; n < p.nodes.size(); ++n) {
+    if (std::find(g.members.begin(), g.members.end(), static_cast<int32_t>(n)) == g.members.end()) {
+      p.warnings.push_back(fmt::format("{} has no -ts share: it holds nothing and runs nothing", node_label(p.nodes, static_cast<int32_t>(n))));
+    }
+  }
+  std::string over;
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    if (p.bytes[n].total() <= p.nodes[n].memory_usable) continue;
+    over += fmt::format("{}{} needs {} but its limit is {}", over.empty() ? "" : "; ", node_label(p.nodes, static_cast<int32_t>(n)),
+                        human_bytes(p.bytes[n].total()), human_bytes(p.nodes[n].memory_usable));
+  }
+  if (!over.empty()) {
+    return with_code(make_error("plan: -sm tensor does not fit in memory: {}. Fix: give the fuller nodes a smaller -ts "
+                                "share, add nodes (--rpc) or lower the context (-c)", over),
+                     ErrorCode::kResourceExhausted);
+  }
+  return p;
+}
+
+}  // namespace strata::plan::detail

@@ -1,0 +1,89 @@
+#include "runtime/tensor_group.h"
+
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "model/shard.h"
+
+namespace strata::runtime {
+namespace {
+
+// The host of a worker's host:port (brackets of an IPv6 address kept), for its data endpoint.
+std::string host_of(const std::string& endpoint) { return endpoint.substr(0, endpoint.rfind(':')); }
+
+}  // namespace
+
+TensorGroup::~TensorGroup() {
+  if (local_.loaded()) local_.runner().set_collective(nullptr);
+}
+
+Status TensorGroup::join(const std::string& token, const std::string& secret, const std::string& session,
+                         int32_t timeout_ms) {
+  const std::vector<int32_t>& group = plan_.tensor_group;
+  std::vector<std::string> endpoints;
+  std::vector<net::MeshMember> members;
+  for (int32_t node : group) {
+    std::string endpoint;
+    if (node != 0) {
+      const int32_t port = nodes_[node]->data_port();
+      if (port <= 0) return make_error("worker {}: no data link port after its load", nodes_[node]->name());
+      endpoint = fmt::format("{}:{}", host_of(plan_.nodes[node].endpoint), port);
+    }
+    endpoints.push_back(endpoint);
+    members.push_back({node == 0 ? "local" : nodes_[node]->name(), endpoint});
+  }
+  if (local_.loaded()) local_.runner().set_collective(nullptr);
+  mesh_.reset();
+  // The members wait for each other's links, so every join runs at once.
+  std::vector<Status> results(group.size());
+  std::vector<std::thread> joins;
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (group[i] != 0) joins.emplace_back([&, i] { results[i] = nodes_[group[i]]->join_mesh(endpoints); });
+  }
+  if (group.front() == 0) {
+    auto mesh = net::DataMesh::join(0, members, nullptr, net::link_key(token, secret), session, timeout_ms);
+    if (mesh.ok()) mesh_ = std::move(*mesh);
+    else results[0] = mesh.error();
+  }
+  for (auto& t : joins) t.join();
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (!results[i].ok()) return make_error(results[i].error().code, "tensor group: {}", results[i].error().message);
+  }
+  if (mesh_) local_.runner().set_collective(mesh_.get());
+  spdlog::info("tensor group: {} members linked", group.size());
+  return {};
+}
+
+Result<std::vector<float>> TensorGroup::run(const model::Batch& batch, const std::vector<float>& hidden, int32_t top_k) {
+  const std::vector<int32_t>& group = plan_.tensor_group;
+  const int32_t n_layer = static_cast<int32_t>(plan_.layer_owner.size());
+  std::vector<Result<std::vector<float>>> out(group.size(), std::vector<float>{});
+  inputs_.resize(group.size());
+  std::vector<std::thread> calls;
+  for (size_t i = 0; i < group.size(); ++i) {
+    inputs_[i] = hidden;  // each member's rows change in place
+    exec::StageExecutor* node = nodes_[group[i]].get();
+    if (node == &local_) continue;
+    calls.emplace_back([&, i, node] {
+      const exec::Hop hop{node, 0, n_layer, true, false};
+      out[i] = node->run({&hop, 1}, batch, inputs_[i], top_k);
+    });
+  }
+  if (group.front() == 0) {
+    const exec::Hop hop{&local_, 0, n_layer, true, false};
+    out[0] = local_.run({&hop, 1}, batch, inputs_[0], top_k);
+  }
+  for (auto& t : calls) t.join();
+  // A worker's own failure names it best; a link error on this machine comes second.
+  for (size_t pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (!out[i].ok() && (group[i] != 0) == (pass == 0)) return std::move(out[i]).error();
+    }
+  }
+  std::vector<float> logits;
+  for (auto& o : out) model::merge_logits(logits, *o);
+  return logits;
+}
+
+}  // namespace strata::runtime
