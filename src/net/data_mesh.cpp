@@ -279,11 +279,10 @@ DataMesh::~DataMesh() {
   }
 }
 
+// The links stay open: a member that died closed its own, so the others see that at once and name
+// it; closing ours too would make them blame this member instead.
 void DataMesh::fail(Status s) {
   if (error_.ok()) error_ = std::move(s);
-  for (int& fd : fds_) {  // the peers see the links close at once instead of waiting out the deadline
-    if (fd >= 0) ::close(fd), fd = -1;
-  }
 }
 
 // Sends this member's n floats to every peer and reads theirs, all links at once (a large batch

@@ -252,6 +252,12 @@ Status WorkerService::Forward(grpc::ServerContext* ctx, grpc::ServerReader<v1::F
     hidden.resize(req.hidden().size() / sizeof(float));
     std::memcpy(hidden.data(), req.hidden().data(), req.hidden().size());
     if (auto s = runner.run_layers(*batch, req.hop().first_layer(), req.hop().end_layer(), hidden.data()); !s.ok()) {
+      // A tensor group's link failing is the group's trouble, not a bad request.
+      const ErrorCode code = s.error().code;
+      if (code == ErrorCode::kUnavailable || code == ErrorCode::kDeadlineExceeded) {
+        return error_status(code == ErrorCode::kUnavailable ? StatusCode::UNAVAILABLE : StatusCode::DEADLINE_EXCEEDED,
+                            s.error().message);
+      }
       return invalid(s.error());
     }
     if (req.hop().output()) {
@@ -311,7 +317,8 @@ Status WorkerService::JoinMesh(grpc::ServerContext* ctx, grpc::ServerReader<v1::
                             "mesh member '" + endpoint.substr(0, 64) + "' is not on a host of this session's plan");
       }
     }
-    members.push_back({m == shard.index ? "this worker" : fmt::format("member {} ({})", m, endpoint.substr(0, 64)), endpoint});
+    const std::string where = endpoint.empty() ? "the coordinator" : endpoint.substr(0, 64);
+    members.push_back({m == shard.index ? "this worker" : fmt::format("member {} ({})", m, where), endpoint});
   }
   session->runner->set_collective(nullptr);
   session->mesh.reset();

@@ -75,10 +75,14 @@ Result<std::vector<float>> TensorGroup::run(const model::Batch& batch, const std
     out[0] = local_.run({&hop, 1}, batch, inputs_[0], top_k);
   }
   for (auto& t : calls) t.join();
-  // A worker's own failure names it best; a link error on this machine comes second.
-  for (size_t pass = 0; pass < 2; ++pass) {
+  // The call to a member that failed itself names it best; then what this machine's links saw (the
+  // member whose link closed); then what the other members' links saw.
+  const auto is_link_report = [](const Error& e) { return e.message.find("tensor split:") != std::string::npos; };
+  for (int pass = 0; pass < 3; ++pass) {
     for (size_t i = 0; i < group.size(); ++i) {
-      if (!out[i].ok() && (group[i] != 0) == (pass == 0)) return std::move(out[i]).error();
+      if (out[i].ok()) continue;
+      const bool local = group[i] == 0, link = is_link_report(out[i].error());
+      if ((pass == 0 && !local && !link) || (pass == 1 && local) || pass == 2) return std::move(out[i]).error();
     }
   }
   std::vector<float> logits;

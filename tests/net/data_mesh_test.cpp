@@ -1,0 +1,138 @@
+// The data links of a tensor group, in one process over 127.0.0.1: sums in member order on every
+// member, links refused without the load's key, and a member that goes away seen at once.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "net/data_mesh.h"
+
+namespace strata::net {
+namespace {
+
+struct Group {
+  std::vector<std::unique_ptr<MeshListener>> listeners;
+  std::vector<MeshMember> members;
+};
+
+Group open_group(int n) {
+  Group g;
+  for (int i = 0; i < n; ++i) {
+    auto l = MeshListener::open("127.0.0.1");
+    EXPECT_TRUE(l.ok()) << l.error().message;
+    g.members.push_back({"member " + std::to_string(i), "127.0.0.1:" + std::to_string((*l)->port())});
+    g.listeners.push_back(std::move(*l));
+  }
+  return g;
+}
+
+// Joins every member on its own thread with its key; the meshes (or errors) in member order.
+std::vector<Result<std::unique_ptr<DataMesh>>> join_all(Group& g, const std::vector<std::string>& keys, int timeout_ms) {
+  const int n = static_cast<int>(g.members.size());
+  std::vector<Result<std::unique_ptr<DataMesh>>> out;
+  for (int i = 0; i < n; ++i) out.emplace_back(make_error("not run"));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] { out[i] = DataMesh::join(i, g.members, g.listeners[i].get(), keys[i], "s1", timeout_ms); });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+TEST(DataMesh, every_member_gets_the_sum_in_member_order) {
+  for (int n : {2, 3}) {
+    Group g = open_group(n);
+    const std::string key = link_key("token", random_secret());
+    auto meshes = join_all(g, std::vector<std::string>(n, key), 5000);
+    for (auto& m : meshes) ASSERT_TRUE(m.ok()) << m.error().message;
+    // Values whose sum depends on the order of addition: 1e8 + 1 - 1e8.
+    const std::vector<std::vector<float>> parts = {{1e8f, 3.0f}, {1.0f, 4.0f}, {-1e8f, 5.0f}};
+    std::vector<std::vector<float>> data(n);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < n; ++i) {
+      data[i] = parts[i];
+      threads.emplace_back([&, i] { (*meshes[i])->all_reduce_sum(data[i].data(), 2); });
+    }
+    for (auto& t : threads) t.join();
+    float want0 = parts[0][0], want1 = parts[0][1];
+    for (int i = 1; i < n; ++i) want0 += parts[i][0], want1 += parts[i][1];
+    for (int i = 0; i < n; ++i) {
+      EXPECT_TRUE((*meshes[i])->error().ok()) << (*meshes[i])->error().error().message;
+      EXPECT_EQ(data[i][0], want0) << "member " << i << " of " << n;
+      EXPECT_EQ(data[i][1], want1) << "member " << i << " of " << n;
+    }
+  }
+}
+
+TEST(DataMesh, large_exchanges_both_ways_do_not_deadlock) {
+  Group g = open_group(2);
+  const std::string key = link_key("", random_secret());
+  auto meshes = join_all(g, {key, key}, 5000);
+  ASSERT_TRUE(meshes[0].ok() && meshes[1].ok());
+  const int64_t n = 4 << 20;  // 16 MiB each way: more than both sockets' buffers
+  std::vector<float> a(n, 1.0f), b(n, 2.0f);
+  std::thread t([&] { (*meshes[1])->all_reduce_sum(b.data(), n); });
+  (*meshes[0])->all_reduce_sum(a.data(), n);
+  t.join();
+  EXPECT_TRUE((*meshes[0])->error().ok());
+  EXPECT_EQ(a[n - 1], 3.0f);
+  EXPECT_EQ(b[0], 3.0f);
+}
+
+TEST(DataMesh, a_member_without_the_load_key_is_refused) {
+  Group g = open_group(2);
+  const std::string secret = random_secret();
+  auto meshes = join_all(g, {link_key("token", secret), link_key("other token", secret)}, 1500);
+  ASSERT_FALSE(meshes[0].ok());
+  EXPECT_EQ(meshes[0].error().code, ErrorCode::kPermissionDenied) << meshes[0].error().message;
+  ASSERT_FALSE(meshes[1].ok());
+  EXPECT_EQ(meshes[1].error().code, ErrorCode::kDeadlineExceeded) << meshes[1].error().message;
+  EXPECT_NE(meshes[1].error().message.find("member 0"), std::string::npos) << meshes[1].error().message;
+}
+
+TEST(DataMesh, garbage_on_the_listener_is_dropped_and_the_real_member_still_joins) {
+  Group g = open_group(2);
+  const std::string key = link_key("t", random_secret());
+  std::thread intruder([&] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(g.listeners[1]->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      const std::string junk(200, 'x');
+      (void)::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
+    }
+    ::close(fd);
+  });
+  intruder.join();
+  auto meshes = join_all(g, {key, key}, 5000);
+  EXPECT_TRUE(meshes[0].ok()) << meshes[0].error().message;
+  EXPECT_TRUE(meshes[1].ok()) << meshes[1].error().message;
+}
+
+TEST(DataMesh, a_member_that_goes_away_fails_the_exchange_at_once_naming_it) {
+  Group g = open_group(2);
+  const std::string key = link_key("t", random_secret());
+  auto meshes = join_all(g, {key, key}, 5000);
+  ASSERT_TRUE(meshes[0].ok() && meshes[1].ok());
+  meshes[1] = make_error("gone");  // member 1's sockets close
+  std::vector<float> x(16, 1.0f);
+  const auto start = std::chrono::steady_clock::now();
+  (*meshes[0])->all_reduce_sum(x.data(), 16);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE((*meshes[0])->error().ok());
+  EXPECT_NE((*meshes[0])->error().error().message.find("member 1"), std::string::npos);
+  EXPECT_LT(s, 1.0);
+  // Later exchanges return at once with the same error.
+  (*meshes[0])->all_reduce_sum(x.data(), 16);
+  EXPECT_FALSE((*meshes[0])->error().ok());
+}
+
+}  // namespace
+}  // namespace strata::net

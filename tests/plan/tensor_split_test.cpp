@@ -1,0 +1,98 @@
+// -sm tensor in the planner: the group and each member's slice from -ts or memory, bytes per member
+// (slices, not whole tensors), the exchanges per token, and refusals that name the flag and the fix.
+#include <gtest/gtest.h>
+
+#include "plan/plan.h"
+#include "plan_test_util.h"
+
+namespace strata::plan {
+namespace {
+
+using namespace testing;
+
+class TensorPlan : public ::testing::Test {
+ protected:
+  // F32 weights (block size 1): every KV head and every 16 FFN rows can be cut.
+  static void SetUpTestSuite() { model_ = make_model(TinyLlama{.n_layer = 4, .n_head_kv = 4, .n_ff = 256}, "tensor"); }
+  static void TearDownTestSuite() { model_.reset(); }
+  static Request tensor(std::vector<double> ts = {}) {
+    Request r = request(std::move(ts));
+    r.split_mode = SplitMode::kTensor;
+    return r;
+  }
+  static std::shared_ptr<const model::Model> model_;
+};
+std::shared_ptr<const model::Model> TensorPlan::model_;
+
+TEST_F(TensorPlan, ts_with_one_value_per_node_puts_this_machine_first) {
+  auto p = make_plan(*model_, two_workers(), tensor({2, 1, 1}));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->tensor_group, (std::vector<int32_t>{0, 1, 2}));
+  const model::Shard& s0 = p->node_stages[0].shard;
+  const model::Shard& s2 = p->node_stages[2].shard;
+  EXPECT_EQ(s0.kv_heads, (model::Range{0, 2}));
+  EXPECT_EQ(p->node_stages[1].shard.kv_heads, (model::Range{2, 3}));
+  EXPECT_EQ(s2.kv_heads, (model::Range{3, 4}));
+  EXPECT_EQ(s0.ff, (model::Range{0, 128}));
+  EXPECT_EQ(s2.vocab.end, 256);
+  // Slices, not whole tensors: this machine holds about half the layer weights, each worker a quarter.
+  EXPECT_LT(p->bytes[1].weights, p->bytes[0].weights);
+  const std::string text = render(*p);
+  EXPECT_NE(text.find("slices (-sm tensor"), std::string::npos) << text;
+  EXPECT_NE(text.find("KV heads 3-3, FFN rows 192-255, vocabulary rows 192-255"), std::string::npos) << text;
+  EXPECT_NE(text.find("8 exchanges of 64 floats"), std::string::npos) << text;
+  EXPECT_EQ(p->decisions.back().kind, Decision::Kind::kTensorSplit);
+}
+
+TEST_F(TensorPlan, ts_over_the_workers_leaves_this_machine_coordinating) {
+  auto p = make_plan(*model_, two_workers(), tensor({1, 1}));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->tensor_group, (std::vector<int32_t>{1, 2}));
+  EXPECT_FALSE(p->node_stages[0].shard.split());
+  EXPECT_TRUE(p->node_stages[0].input);
+  EXPECT_EQ(p->node_stages[0].tensors, (std::vector<std::string>{"token_embd.weight"}));
+}
+
+TEST_F(TensorPlan, without_ts_the_shares_follow_usable_memory) {
+  auto p = make_plan(*model_, two_workers(3 * kGiB, 1 * kGiB, 4 * kGiB), tensor());
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->node_stages[0].shard.ff.size(), 128);  // 4 of 8 GiB
+  EXPECT_EQ(p->node_stages[1].shard.ff.size(), 96);
+  EXPECT_EQ(p->node_stages[2].shard.ff.size(), 32);
+}
+
+TEST_F(TensorPlan, flags_that_contradict_a_tensor_split_are_refused_with_the_fix) {
+  Request pins = tensor({1, 1, 1});
+  pins.overrides = {{"blk\\.0\\.", kW1}};
+  auto p = make_plan(*model_, two_workers(), pins);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(p.error().message.find("drop -ot or use -sm layer"), std::string::npos) << p.error().message;
+
+  Request ngl = tensor({1, 1, 1});
+  ngl.n_gpu_layers = 2;
+  p = make_plan(*model_, two_workers(), ngl);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("-ngl 5"), std::string::npos) << p.error().message;
+
+  p = make_plan(*model_, {local()}, tensor());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("--rpc"), std::string::npos) << p.error().message;
+
+  p = make_plan(*model_, two_workers(), tensor({1, 1, 1, 1}));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("takes 2 (the workers) or 3"), std::string::npos) << p.error().message;
+
+  EXPECT_FALSE(parse_split_mode("row").ok());
+  EXPECT_EQ(*parse_split_mode("tensor"), SplitMode::kTensor);
+}
+
+TEST_F(TensorPlan, a_member_over_its_memory_is_refused_naming_it) {
+  auto p = make_plan(*model_, two_workers(64 * kGiB, 1024, 64 * kGiB), tensor({1, 1, 1}));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_NE(p.error().message.find(kW2), std::string::npos) << p.error().message;
+}
+
+}  // namespace
+}  // namespace strata::plan
