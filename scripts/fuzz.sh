@@ -5,7 +5,8 @@
 # any crash; a crash input is saved as build-fuzz/crashes/<target>-crash-<sha1> and the script fails.
 # Usage: scripts/fuzz.sh [RUNS | SECONDSs] [target...]
 #   RUNS: inputs per target (default 1000000); SECONDSs, e.g. 60s: time per target instead.
-#   FUZZ_BUILD_DIR (default build-fuzz), FUZZ_NICE (default 10), FUZZ_ARGS: extra libFuzzer flags.
+#   FUZZ_BUILD_DIR (default build-fuzz), FUZZ_NICE (default 10), FUZZ_ARGS: extra libFuzzer flags,
+#   FUZZ_TESTS=ON: keep the test suites in the build (scripts/test.sh runs them from the same build).
 # Reproduce a crash: build-fuzz/fuzz/fuzz_<target> <crash-file>
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,7 @@ launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # -O1 and line tables only: sanitizer builds compile faster and still give file:line stacks.
 cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" -DSTRATA_FUZZ=ON -DSTRATA_BUILD_TESTS=OFF \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" -DSTRATA_FUZZ=ON -DSTRATA_BUILD_TESTS="${FUZZ_TESTS:-OFF}" \
   -DSTRATA_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target fuzz_seed_writer "${targets[@]/#/fuzz_}"
 bash scripts/fuzz-seeds.sh "$build" "$build/seeds"

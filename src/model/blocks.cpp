@@ -39,13 +39,13 @@ void add_rows(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
-// x += a sub-layer's output; under a tensor split, the group's sum of the members' partial outputs.
+}  // namespace
+
 void add_sublayer_output(const LayerContext& ctx, float* x, float* out, int64_t n) {
   if (ctx.collective) ctx.collective->all_reduce_sum(out, n);
   add_rows(x, out, n);
 }
 
-// A tensor-split member without heads or FFN rows in this sub-layer adds zeros to the group's sum.
 bool no_slice_here(const LayerContext& ctx, int64_t width, float* x) {
   if (width > 0) return false;
   const int64_t n = ctx.batch.size() * ctx.hp.n_embd;
@@ -54,8 +54,6 @@ bool no_slice_here(const LayerContext& ctx, int64_t width, float* x) {
   add_sublayer_output(ctx, x, ctx.scratch.proj.data(), n);
   return true;
 }
-
-}  // namespace
 
 const tensor::QuantizedActivations& ProjectionInput::as(const MatrixView& w) {
   const DType format = tensor::vec_dot_type(w.type);

@@ -60,6 +60,13 @@ struct SwigluWeights {
 void swiglu(const LayerContext& ctx, ProjectionInput& in, const SwigluWeights& w, std::vector<float>& gate_buf,
             std::vector<float>& up_buf, float* out);
 
+// x += a sub-layer's output (n floats); under a tensor split, the group's sum of the members'
+// partial outputs (LayerContext::collective).
+void add_sublayer_output(const LayerContext& ctx, float* x, float* out, int64_t n);
+// A tensor-split member with no slice of this sub-layer (width 0: no heads or rows) adds zeros to the
+// group's sum and returns true; else false.
+bool no_slice_here(const LayerContext& ctx, int64_t width, float* x);
+
 // Grows v to at least n elements (scratch buffers only grow).
 inline void ensure_size(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(n);

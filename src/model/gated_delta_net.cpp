@@ -178,7 +178,7 @@ memory::RecurrentConfig recurrent_config(const HParams& hp, const std::vector<ui
   c.n_layer = hp.n_layer;
   c.layer_has_state.assign(hp.n_layer, 0);
   for (int il = 0; il < hp.n_layer; ++il) {
-    c.layer_has_state[il] = hp.is_recurrent(il) && (owned.empty() || owned[il]) ? 1 : 0;
+    c.layer_has_state[il] = hp.is_recurrent(il) && (owned.empty() || owned[il]) && hp.ssm_n_v_heads > 0 ? 1 : 0;
   }
   c.conv_rows = hp.ssm_conv_kernel > 0 ? hp.ssm_conv_kernel - 1 : 0;
   c.conv_channels = hp.ssm_conv_channels();
@@ -191,6 +191,7 @@ memory::RecurrentConfig recurrent_config(const HParams& hp, const std::vector<ui
 
 void gated_delta_net_sublayer(const LayerContext& ctx, const LayerWeights& w, int il, float* x,
                               const DeltaNetOptions& options) {
+  if (no_slice_here(ctx, ctx.hp.ssm_n_k_heads, x)) return;
   const HParams& hp = ctx.hp;
   Scratch& s = ctx.scratch;
   const int64_t T = ctx.batch.size(), E = hp.n_embd;
@@ -206,7 +207,7 @@ void gated_delta_net_sublayer(const LayerContext& ctx, const LayerWeights& w, in
   gated_norm(ctx, w);                                 // o = rms(o) * ssm_norm * silu(z)
   ProjectionInput o(ctx, s.delta.data());
   project(ctx, o, w.ssm_out, {}, s.proj.data());
-  for (int64_t i = 0; i < T * E; ++i) x[i] += s.proj[i];
+  add_sublayer_output(ctx, x, s.proj.data(), T * E);
 }
 
 }  // namespace strata::model

@@ -123,6 +123,7 @@ void route_experts(const float* logits, int32_t n_expert, int32_t k, int32_t* id
 }
 
 void moe_sublayer(const LayerContext& ctx, const VectorView& norm, const LayerWeights& w, float* x) {
+  if (no_slice_here(ctx, ctx.hp.n_ff_expert, x)) return;
   const HParams& hp = ctx.hp;
   Scratch& s = ctx.scratch;
   const int64_t T = ctx.batch.size(), E = hp.n_embd, X = hp.n_expert;
@@ -150,7 +151,7 @@ void moe_sublayer(const LayerContext& ctx, const VectorView& norm, const LayerWe
       for (int64_t c = 0; c < E; ++c) s.proj[t * E + c] += s.shared[t * E + c] * g;
     }
   }
-  for (int64_t i = 0; i < T * E; ++i) x[i] += s.proj[i];
+  add_sublayer_output(ctx, x, s.proj.data(), T * E);
 }
 
 }  // namespace strata::model

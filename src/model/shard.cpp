@@ -1,141 +1,17 @@
+// Shards: the steps each dimension is cut in, the split over a group's shares, the slice's
+// hyperparameters and the checks. How each tensor is cut is in shard_slice.cpp.
 #include "model/shard.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <new>
 #include <numeric>
 
 #include "model/model.h"
-#include "model/stage_layout.h"
 #include "tensor/repack.h"
 
 namespace strata::model {
-namespace {
-
-// How a tensor is cut: by rows or columns of query heads, KV heads, FFN rows or vocabulary rows;
-// kFirst: a bias added once per sum, held by shard 0 only; kWhole: every node holds all of it.
-enum class Cut { kWhole, kFirst, kQRows, kKvRows, kQCols, kFfRows, kFfCols, kVocabRows, kUnsliced };
-
-template <typename Slot>
-bool is(const TensorDecl& d, Slot slot) {
-  const auto* s = std::get_if<Slot>(&d.slot);
-  return s && *s == slot;
-}
-
-Cut cut_of(const TensorDecl& d) {
-  using L = LayerWeights;
-  using G = GlobalWeights;
-  if (is(d, &L::attn_q) || is(d, &L::attn_q_bias)) return Cut::kQRows;
-  if (is(d, &L::attn_k) || is(d, &L::attn_v) || is(d, &L::attn_k_bias) || is(d, &L::attn_v_bias)) return Cut::kKvRows;
-  if (is(d, &L::attn_output)) return Cut::kQCols;
-  if (is(d, &L::ffn_gate) || is(d, &L::ffn_up) || is(d, &L::ffn_gate_bias) || is(d, &L::ffn_up_bias)) return Cut::kFfRows;
-  if (is(d, &L::ffn_down)) return Cut::kFfCols;
-  if (is(d, &L::attn_output_bias) || is(d, &L::ffn_down_bias)) return Cut::kFirst;
-  if (is(d, &G::output) || is(d, &G::output_bias)) return Cut::kVocabRows;
-  if (is(d, &L::attn_norm) || is(d, &L::ffn_norm) || is(d, &L::attn_q_norm) || is(d, &L::attn_k_norm) ||
-      is(d, &G::token_embd) || is(d, &G::output_norm) || is(d, &G::rope_freqs)) {
-    return Cut::kWhole;
-  }
-  return Cut::kUnsliced;
-}
-
-// The shard's part of `total` units of a dimension cut by `cut` (q heads: the KV range times the group).
-Range part(const HParams& hp, const Shard& s, Cut cut) {
-  const int32_t group = hp.n_head_kv > 0 ? hp.n_head / hp.n_head_kv : 1;
-  switch (cut) {
-    case Cut::kQRows:
-    case Cut::kQCols: return {s.kv_heads.begin * group, s.kv_heads.end * group};
-    case Cut::kKvRows: return s.kv_heads;
-    case Cut::kFfRows:
-    case Cut::kFfCols: return s.ff;
-    case Cut::kVocabRows: return s.vocab;
-    default: return {};
-  }
-}
-
-int32_t parts_of(const HParams& hp, Cut cut) {
-  switch (cut) {
-    case Cut::kQRows:
-    case Cut::kQCols: return hp.n_head;
-    case Cut::kKvRows: return hp.n_head_kv;
-    case Cut::kFfRows:
-    case Cut::kFfCols: return hp.n_ff;
-    case Cut::kVocabRows: return hp.n_vocab;
-    default: return 1;
-  }
-}
-
-MatrixView rows_of(const MatrixView& m, Range r, int32_t parts) {
-  if (m.empty() || parts <= 0) return m;
-  const int64_t per = m.rows / parts;
-  return m.slice_rows(r.begin * per, r.size() * per);
-}
-
-VectorView rows_of(const VectorView& v, Range r, int32_t parts) {
-  if (v.empty() || parts <= 0) return v;
-  const int64_t per = v.n / parts;
-  return {v.data + r.begin * per, r.size() * per};
-}
-
-// Columns [c0, c1) of every row, copied (whole quant blocks: c0 and c1 are on block boundaries).
-MatrixView cols_of(const MatrixView& m, Range r, int32_t parts, std::vector<AlignedBuffer>& storage) {
-  if (m.empty() || parts <= 0) return m;
-  const int64_t per = m.cols / parts;
-  const int64_t c0 = r.begin * per, cols = r.size() * per;
-  const size_t skip = row_bytes(m.type, c0), width = row_bytes(m.type, cols);
-  AlignedBuffer buf = aligned_buffer(width * static_cast<size_t>(m.rows));
-  for (int64_t row = 0; row < m.rows; ++row) std::memcpy(buf.get() + width * row, m.row(row) + skip, width);
-  MatrixView out{m.type, cols, m.rows, buf.get(), width};
-  storage.push_back(std::move(buf));
-  return out;
-}
-
-int64_t lcm64(int64_t a, int64_t b) { return std::lcm(a, b); }
-
-}  // namespace
-
-void AlignedFree::operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
-
-AlignedBuffer aligned_buffer(size_t bytes) {
-  return AlignedBuffer(static_cast<uint8_t*>(::operator new[](std::max<size_t>(bytes, 1), std::align_val_t{64})));
-}
-
-Shard whole_shard(const HParams& hp) {
-  return Shard{0, 1, {0, hp.n_head_kv}, {0, hp.n_ff}, {0, hp.n_vocab}};
-}
-
-Result<ShardUnits> shard_units(const Model& model) {
-  const HParams& hp = model.hparams();
-  if (hp.has_recurrent_layers()) {
-    return make_error("tensor split: {} has Gated DeltaNet layers, which are not sliced yet (use -sm layer)", hp.arch);
-  }
-  if (hp.n_expert > 0) {
-    return make_error("tensor split: {} has mixture-of-experts layers, which are not sliced yet (use -sm layer)", hp.arch);
-  }
-  if (hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0 || hp.n_ff <= 0) {
-    return make_error("tensor split: {} heads over {} KV heads and FFN width {} cannot be cut", hp.n_head,
-                      hp.n_head_kv, hp.n_ff);
-  }
-  const int64_t group = hp.n_head / hp.n_head_kv;
-  int64_t kv_cols = 1, ff = tensor::kRepackRows;
-  for (const Model::Tensor& t : model.tensors()) {
-    const Cut cut = cut_of(t.decl);
-    if (cut == Cut::kUnsliced) return make_error("tensor split: tensor '{}' has no slicing rule", t.decl.name);
-    const int64_t block = info(t.info->type).block_elems;
-    // Columns per KV head of attn_output must come in whole blocks: a unit is enough heads for that.
-    if (cut == Cut::kQCols) kv_cols = lcm64(kv_cols, block);
-    if (cut == Cut::kFfCols) ff = lcm64(ff, block);
-  }
-  const int64_t head_cols = group * hp.head_dim_v;
-  ShardUnits u;
-  u.kv_heads = static_cast<int32_t>(lcm64(head_cols, kv_cols) / head_cols);
-  u.ff = static_cast<int32_t>(ff);
-  u.vocab = static_cast<int32_t>(tensor::kRepackRows);
-  return u;
-}
-
 namespace {
 
 // n steps over the weights: floor of each share, then the largest remainders get one more.
@@ -157,6 +33,7 @@ std::vector<int32_t> apportion(int32_t n, const std::vector<double>& weights) {
 }
 
 std::vector<Range> ranges(int32_t total, int32_t unit, const std::vector<double>& weights) {
+  if (total <= 0) return std::vector<Range>(weights.size());
   const int32_t steps = (total + unit - 1) / unit;
   std::vector<Range> out;
   int32_t at = 0;
@@ -167,7 +44,64 @@ std::vector<Range> ranges(int32_t total, int32_t unit, const std::vector<double>
   return out;
 }
 
+// The smallest number of heads whose `width` columns each hold whole blocks of `block` elements.
+int32_t heads_for_blocks(int64_t width, int64_t block) {
+  return width > 0 ? static_cast<int32_t>(std::lcm(width, block) / width) : 1;
+}
+
 }  // namespace
+
+void AlignedFree::operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
+
+AlignedBuffer aligned_buffer(size_t bytes) {
+  return AlignedBuffer(static_cast<uint8_t*>(::operator new[](std::max<size_t>(bytes, 1), std::align_val_t{64})));
+}
+
+Shard whole_shard(const HParams& hp) {
+  Shard s;
+  s.kv_heads = {0, hp.n_head_kv};
+  s.ff = {0, hp.n_ff};
+  s.vocab = {0, hp.n_vocab};
+  s.ssm_k_heads = {0, hp.ssm_n_k_heads};
+  s.ff_expert = {0, hp.n_ff_expert};
+  s.ff_shared = {0, hp.n_ff_shared_expert};
+  return s;
+}
+
+Result<ShardUnits> shard_units(const Model& model) {
+  const HParams& hp = model.hparams();
+  const ArchTraits& traits = model.architecture().traits();
+  if (traits.fused_beta_alpha) {
+    return make_error("tensor split: {}'s fused Gated DeltaNet projections (ssm_ba, ssm_in) are not sliced; use -sm layer",
+                      hp.arch);
+  }
+  if (hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0) {
+    return make_error("tensor split: {} heads over {} KV heads cannot be cut", hp.n_head, hp.n_head_kv);
+  }
+  if (hp.has_recurrent_layers() && (hp.ssm_n_k_heads <= 0 || hp.ssm_n_v_heads % hp.ssm_n_k_heads != 0)) {
+    return make_error("tensor split: {} value heads over {} key heads cannot be cut", hp.ssm_n_v_heads, hp.ssm_n_k_heads);
+  }
+  // Column slices hold whole quant blocks; FFN row slices whole 16-row repack groups too.
+  int64_t q_cols = 1, ff = tensor::kRepackRows, ssm_cols = 1, expert = tensor::kRepackRows, shared = tensor::kRepackRows;
+  for (const Model::Tensor& t : model.tensors()) {
+    const int64_t block = info(t.info->type).block_elems;
+    const std::string_view name = t.decl.name;
+    if (name.ends_with("attn_output.weight")) q_cols = std::lcm(q_cols, block);
+    if (name.ends_with("ffn_down.weight")) ff = std::lcm(ff, block);
+    if (name.ends_with("ssm_out.weight")) ssm_cols = std::lcm(ssm_cols, block);
+    if (name.ends_with("ffn_down_exps.weight")) expert = std::lcm(expert, block);
+    if (name.ends_with("ffn_down_shexp.weight")) shared = std::lcm(shared, block);
+  }
+  ShardUnits u;
+  u.kv_heads = heads_for_blocks(int64_t{hp.n_head / hp.n_head_kv} * hp.head_dim_v, q_cols);
+  u.ff = static_cast<int32_t>(ff);
+  u.vocab = static_cast<int32_t>(tensor::kRepackRows);
+  // ssm_out's columns come in one run per value-head block of the key range: each run whole blocks.
+  u.ssm_k_heads = heads_for_blocks(hp.ssm_head_v_dim(), ssm_cols);
+  u.ff_expert = static_cast<int32_t>(expert);
+  u.ff_shared = static_cast<int32_t>(shared);
+  return u;
+}
 
 Result<std::vector<Shard>> split_shards(const Model& model, const std::vector<double>& weights) {
   if (weights.size() < 2 || weights.size() > 64) return make_error("tensor split: {} members (2..64)", weights.size());
@@ -179,14 +113,26 @@ Result<std::vector<Shard>> split_shards(const Model& model, const std::vector<do
   if (hp.n_vocab / u.vocab < static_cast<int32_t>(weights.size())) {
     return make_error("tensor split: {} vocabulary rows cannot go round {} members", hp.n_vocab, weights.size());
   }
-  const std::vector<Range> kv = ranges(hp.n_head_kv, u.kv_heads, weights), ff = ranges(hp.n_ff, u.ff, weights),
-                           vocab = ranges(hp.n_vocab, u.vocab, weights);
+  const auto kv = ranges(hp.n_head_kv, u.kv_heads, weights), ff = ranges(hp.n_ff, u.ff, weights),
+             vocab = ranges(hp.n_vocab, u.vocab, weights), ssm = ranges(hp.ssm_n_k_heads, u.ssm_k_heads, weights),
+             expert = ranges(hp.n_ff_expert, u.ff_expert, weights),
+             shared = ranges(hp.n_ff_shared_expert, u.ff_shared, weights);
   std::vector<Shard> shards;
   for (size_t i = 0; i < weights.size(); ++i) {
-    shards.push_back({static_cast<int32_t>(i), static_cast<int32_t>(weights.size()), kv[i], ff[i], vocab[i]});
+    Shard s;
+    s.index = static_cast<int32_t>(i);
+    s.count = static_cast<int32_t>(weights.size());
+    s.kv_heads = kv[i], s.ff = ff[i], s.vocab = vocab[i], s.ssm_k_heads = ssm[i];
+    s.ff_expert = expert[i], s.ff_shared = shared[i];
+    // The MoE sub-layer runs when either part has rows; a member with only one of them is not cut.
+    if (hp.n_ff_shared_expert > 0 && (s.ff_expert.size() == 0) != (s.ff_shared.size() == 0)) {
+      return make_error("tensor split: member {} would hold rows of the routed experts or of the shared expert but not "
+                        "both; give it a larger -ts share or use fewer members", i);
+    }
+    shards.push_back(s);
   }
   // Every member computes some of the logits: a share too small for one step of rows is refused.
-  for (Shard& s : shards) {
+  for (const Shard& s : shards) {
     if (s.vocab.size() > 0) continue;
     return make_error("tensor split: member {} gets no vocabulary rows; give it a larger -ts share", s.index);
   }
@@ -199,6 +145,14 @@ HParams shard_hparams(const HParams& hp, const Shard& s) {
   local.n_head = s.kv_heads.size() * (hp.n_head / hp.n_head_kv);
   local.n_head_kv = s.kv_heads.size();
   local.n_ff = s.ff.size();
+  if (hp.ssm_n_k_heads > 0) {
+    const int32_t r = hp.ssm_n_v_heads / hp.ssm_n_k_heads, dv = hp.ssm_head_v_dim();
+    local.ssm_n_k_heads = s.ssm_k_heads.size();
+    local.ssm_n_v_heads = r * s.ssm_k_heads.size();
+    local.ssm_inner_size = local.ssm_n_v_heads * dv;
+  }
+  local.n_ff_expert = s.ff_expert.size();
+  local.n_ff_shared_expert = s.ff_shared.size();
   return local;
 }
 
@@ -220,25 +174,10 @@ Status check_shard(const Model& model, const Shard& s) {
   };
   STRATA_TRY(check("KV heads", s.kv_heads, hp.n_head_kv, u.kv_heads));
   STRATA_TRY(check("FFN rows", s.ff, hp.n_ff, u.ff));
+  STRATA_TRY(check("DeltaNet key heads", s.ssm_k_heads, hp.ssm_n_k_heads, u.ssm_k_heads));
+  STRATA_TRY(check("expert rows", s.ff_expert, hp.n_ff_expert, u.ff_expert));
+  STRATA_TRY(check("shared expert rows", s.ff_shared, hp.n_ff_shared_expert, u.ff_shared));
   return check("vocabulary rows", s.vocab, hp.n_vocab, u.vocab, false);
-}
-
-uint64_t shard_tensor_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard) {
-  const uint64_t held = held_bytes(info);
-  if (!shard.split()) return held;
-  const Cut cut = cut_of(decl);
-  if (cut == Cut::kFirst) return shard.index == 0 ? held : 0;
-  const int32_t parts = parts_of(hp, cut);
-  if (cut == Cut::kWhole || cut == Cut::kUnsliced || parts <= 0) return held;
-  const Range r = part(hp, shard, cut);
-  return held / static_cast<uint64_t>(parts) * static_cast<uint64_t>(std::max(0, r.size()));
-}
-
-uint64_t shard_tensor_bytes(const Model& model, const std::string& name, const Shard& shard) {
-  for (const Model::Tensor& t : model.tensors()) {
-    if (t.decl.name == name) return shard_tensor_bytes(model.hparams(), t.decl, *t.info, shard);
-  }
-  return 0;
 }
 
 std::vector<float> widen_logits(const std::vector<float>& slice, Range vocab, int32_t n_vocab) {
@@ -255,31 +194,6 @@ void merge_logits(std::vector<float>& into, const std::vector<float>& from) {
     return;
   }
   for (size_t i = 0; i < into.size() && i < from.size(); ++i) into[i] = std::max(into[i], from[i]);
-}
-
-void slice_weights(Weights& w, const HParams& hp, const Shard& s, const std::vector<uint8_t>& owned,
-                   std::vector<AlignedBuffer>& storage) {
-  if (!s.split()) return;
-  const Range q = part(hp, s, Cut::kQRows), kv = s.kv_heads, ff = s.ff;
-  for (size_t il = 0; il < w.layers.size() && il < owned.size(); ++il) {
-    if (!owned[il]) continue;
-    LayerWeights& l = w.layers[il];
-    l.attn_q = rows_of(l.attn_q, q, hp.n_head);
-    l.attn_q_bias = rows_of(l.attn_q_bias, q, hp.n_head);
-    l.attn_k = rows_of(l.attn_k, kv, hp.n_head_kv);
-    l.attn_k_bias = rows_of(l.attn_k_bias, kv, hp.n_head_kv);
-    l.attn_v = rows_of(l.attn_v, kv, hp.n_head_kv);
-    l.attn_v_bias = rows_of(l.attn_v_bias, kv, hp.n_head_kv);
-    l.attn_output = cols_of(l.attn_output, q, hp.n_head, storage);
-    l.ffn_gate = rows_of(l.ffn_gate, ff, hp.n_ff);
-    l.ffn_gate_bias = rows_of(l.ffn_gate_bias, ff, hp.n_ff);
-    l.ffn_up = rows_of(l.ffn_up, ff, hp.n_ff);
-    l.ffn_up_bias = rows_of(l.ffn_up_bias, ff, hp.n_ff);
-    l.ffn_down = cols_of(l.ffn_down, ff, hp.n_ff, storage);
-    if (s.index != 0) l.attn_output_bias = l.ffn_down_bias = {};
-  }
-  w.global.output = rows_of(w.global.output, s.vocab, hp.n_vocab);
-  w.global.output_bias = rows_of(w.global.output_bias, s.vocab, hp.n_vocab);
 }
 
 }  // namespace strata::model

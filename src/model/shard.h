@@ -1,9 +1,11 @@
 // Tensor parallelism (-sm tensor): every node of a tensor group holds a slice of every layer, runs
 // its slice and adds the group's partial results after each sub-layer (Collective). A shard says
-// which slice: attention by KV heads (with their query heads and their KV cache), the dense FFN by
-// rows of gate/up and the same columns of down, the output head by vocabulary rows. Row slices are
-// views of the file's rows; column slices (attn_output, ffn_down) are copied out block by block, so
-// they must start and end on the weight type's block boundaries (shard_units says how finely).
+// which slice: attention by KV heads (with their query heads and their KV cache), the Gated DeltaNet
+// by key heads (with the value heads that read them, their conv channels and recurrent state), the
+// dense FFN, every routed expert and the shared expert by rows of gate/up and the same columns of
+// down, the output head by vocabulary rows. Slices that are one run of rows are views of the file's
+// rows; the others (columns of attn_output, ffn_down, ssm_out; several runs of rows) are copied out
+// block by block, so columns start and end on the weight type's block boundaries (shard_units).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,9 @@ struct Shard {
   Range kv_heads;     // attention: KV heads [begin, end) and the query heads that read them
   Range ff;           // dense FFN: rows of gate and up, columns of down
   Range vocab;        // output head: rows (token ids) [begin, end)
+  Range ssm_k_heads;  // Gated DeltaNet: key heads [begin, end) and every value head that reads them
+  Range ff_expert;    // routed experts: rows of each expert's gate/up, columns of its down
+  Range ff_shared;    // shared expert: rows of gate/up, columns of down
   bool split() const { return count > 1; }
   bool operator==(const Shard&) const = default;
 };
@@ -45,9 +50,12 @@ struct ShardUnits {
   int32_t kv_heads = 1;
   int32_t ff = 1;
   int32_t vocab = 1;
+  int32_t ssm_k_heads = 1;
+  int32_t ff_expert = 1;
+  int32_t ff_shared = 1;
 };
-// Refuses models whose layers are not sliced yet (recurrent and mixture-of-experts layers) and
-// shapes that cannot be cut at all, naming the tensor.
+// Refuses shapes that cannot be cut (fused qwen3next projections, heads that do not divide), naming
+// the tensor or the numbers.
 Result<ShardUnits> shard_units(const Model& model);
 
 // Shards of `weights.size()` members (each weight > 0): each dimension's steps go to the members in
@@ -56,7 +64,7 @@ Result<ShardUnits> shard_units(const Model& model);
 // vocabulary rows.
 Result<std::vector<Shard>> split_shards(const Model& model, const std::vector<double>& weights);
 
-// The hyperparameters the shard's layers run with: n_head, n_head_kv and n_ff of its slice.
+// The hyperparameters the shard's layers run with: the head counts and widths of its slice.
 HParams shard_hparams(const HParams& hp, const Shard& shard);
 
 // Checks a shard against the model (ranges inside the model, non-empty, on unit boundaries).
@@ -78,10 +86,10 @@ struct AlignedFree {
 using AlignedBuffer = std::unique_ptr<uint8_t[], AlignedFree>;
 AlignedBuffer aligned_buffer(size_t bytes);
 
-// Replaces the bound views of the owned layers and the output head by the shard's slices (row
-// slices as views, column slices copied into `storage`). Biases that are added once per sum (attn
+// Replaces the bound views of the owned layers and the output head by the shard's slices (one run of
+// rows as a view, anything else copied into `storage`). Biases that are added once per sum (attn
 // output, ffn down) stay on shard 0 only. check_shard must have passed.
-void slice_weights(Weights& w, const HParams& hp, const Shard& shard, const std::vector<uint8_t>& owned,
+void slice_weights(Weights& w, const Model& model, const Shard& shard, const std::vector<uint8_t>& owned,
                    std::vector<AlignedBuffer>& storage);
 
 }  // namespace strata::model

@@ -43,14 +43,14 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
   STRATA_TRY(check_shard(*r->model_, config.shard));
   STRATA_ASSIGN(r->weights_, r->model_->bind(config.tensors));
   r->layer_hp_ = shard_hparams(hp, config.shard);
-  slice_weights(r->weights_, hp, config.shard, config.owned, r->sliced_);
+  slice_weights(r->weights_, *r->model_, config.shard, config.owned, r->sliced_);
   r->weight_bytes_ = stage_bytes(*r->model_, config).weights;
   r->pool_ = std::make_unique<tensor::ThreadPool>(config.n_threads);
   r->repack_weights();
   const memory::KvConfig kv = kv_config(hp, r->model_->architecture(), config);
   STRATA_ASSIGN(r->kv_, memory::KvCache::create(kv));
   if (hp.has_recurrent_layers()) {
-    memory::RecurrentConfig rc = recurrent_config(hp, config.owned, config.n_seq);
+    memory::RecurrentConfig rc = recurrent_config(r->layer_hp_, config.owned, config.n_seq);
     rc.n_checkpoints = config.n_checkpoints;
     STRATA_ASSIGN(r->recurrent_, memory::RecurrentState::create(rc));
   }

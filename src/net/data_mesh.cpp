@@ -16,7 +16,9 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -222,6 +224,11 @@ Result<std::unique_ptr<DataMesh>> DataMesh::join(int32_t self, const std::vector
   auto mesh = std::unique_ptr<DataMesh>(new DataMesh());
   mesh->self_ = self;
   mesh->timeout_ms_ = timeout_ms;
+  if (const char* d = std::getenv("STRATA_LINK_DELAY_US")) mesh->delay_us_ = std::clamp(std::atof(d), 0.0, 1e6);
+  if (const char* r = std::getenv("STRATA_LINK_MBIT")) mesh->mbit_ = std::clamp(std::atof(r), 0.0, 1e6);
+  if (mesh->delay_us_ > 0 || mesh->mbit_ > 0) {
+    spdlog::info("data links: emulating {} us one way at {} Mbit/s", mesh->delay_us_, mesh->mbit_);
+  }
   mesh->fds_.assign(n, -1);
   for (const MeshMember& m : members) mesh->names_.push_back(m.name);
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -298,6 +305,12 @@ Status DataMesh::exchange(const float* data, int64_t n) {
   std::vector<Progress> p(members);
   received_.resize(members);
   const size_t total = sizeof header + payload;
+  if (delay_us_ > 0 || mbit_ > 0) {  // the wire emulation: the frame leaves when a LAN would deliver it
+    const double us = delay_us_ + (mbit_ > 0 ? static_cast<double>(total) * 8 / mbit_ : 0);
+    const auto until = Clock::now() + std::chrono::nanoseconds(static_cast<int64_t>(us * 1000));
+    while (Clock::now() < until) {
+    }
+  }
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
   std::vector<pollfd> fds;
   std::vector<int32_t> who;

@@ -9,6 +9,10 @@
 // (link_key: the coordinator's random per-load secret, keyed with the cluster token), so only the
 // nodes of this load can join. The floats themselves travel unencrypted: keep tensor groups on a
 // private network. Every read is bounded by the expected size and every wait by the deadline.
+//
+// For measurements on kernels without sch_netem (scripts/lan.sh needs it), STRATA_LINK_DELAY_US and
+// STRATA_LINK_MBIT hold each frame back by a one-way delay plus its time on a link of that rate
+// before it leaves: a LAN's latency and line rate on the data links (not on the gRPC calls).
 #pragma once
 
 #include <cstdint>
@@ -75,6 +79,7 @@ class DataMesh final : public model::Collective {
   std::vector<int> fds_;  // per member; -1 for self
   std::vector<std::string> names_;
   int32_t timeout_ms_ = 30000;
+  double delay_us_ = 0, mbit_ = 0;  // the wire emulation above; 0: none
   uint32_t sequence_ = 0;
   std::vector<std::vector<float>> received_;
   std::vector<float> sum_;

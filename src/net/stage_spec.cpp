@@ -52,6 +52,9 @@ Result<model::Shard> parse_shard(const v1::ShardSpec& s, const model::HParams& h
   STRATA_ASSIGN(shard.kv_heads, range("KV heads", s.kv_head_begin(), s.kv_head_end(), hp.n_head_kv));
   STRATA_ASSIGN(shard.ff, range("FFN rows", s.ff_begin(), s.ff_end(), hp.n_ff));
   STRATA_ASSIGN(shard.vocab, range("vocabulary rows", s.vocab_begin(), s.vocab_end(), hp.n_vocab));
+  STRATA_ASSIGN(shard.ssm_k_heads, range("DeltaNet key heads", s.ssm_k_head_begin(), s.ssm_k_head_end(), hp.ssm_n_k_heads));
+  STRATA_ASSIGN(shard.ff_expert, range("expert rows", s.ff_expert_begin(), s.ff_expert_end(), hp.n_ff_expert));
+  STRATA_ASSIGN(shard.ff_shared, range("shared expert rows", s.ff_shared_begin(), s.ff_shared_end(), hp.n_ff_shared_expert));
   return shard;
 }
 
@@ -205,6 +208,12 @@ v1::StageSpec to_stage_spec(const model::Model& model, const model::StageConfig&
     s->set_ff_end(stage.shard.ff.end);
     s->set_vocab_begin(stage.shard.vocab.begin);
     s->set_vocab_end(stage.shard.vocab.end);
+    s->set_ssm_k_head_begin(stage.shard.ssm_k_heads.begin);
+    s->set_ssm_k_head_end(stage.shard.ssm_k_heads.end);
+    s->set_ff_expert_begin(stage.shard.ff_expert.begin);
+    s->set_ff_expert_end(stage.shard.ff_expert.end);
+    s->set_ff_shared_begin(stage.shard.ff_shared.begin);
+    s->set_ff_shared_end(stage.shard.ff_shared.end);
     spec.set_mesh_secret(mesh_secret);
   }
   return spec;

@@ -130,6 +130,7 @@ struct Plan {
   // node_stages[node].shard. Every member runs every layer; layer_owner names the first member.
   std::vector<int32_t> tensor_group;
   std::vector<uint64_t> read_per_token;  // -sm tensor: weight bytes each node reads per token (its slices)
+  std::vector<std::string> slices;       // -sm tensor: each node's slices in words (empty: not a member)
   std::vector<std::string> warnings;
 
   // Layers owned by `node`, as flags per layer.

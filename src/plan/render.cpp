@@ -140,10 +140,8 @@ std::string render(const Plan& p) {
   if (p.split_mode == SplitMode::kTensor) {
     out << "slices (-sm tensor; every member adds its partial sums after each attention and FFN sub-layer):\n";
     for (int32_t m : p.tensor_group) {
-      const model::Shard& s = p.node_stages[m].shard;
-      const auto r = [](model::Range x) { return x.size() ? fmt::format("{}-{}", x.begin, x.end - 1) : std::string("none"); };
-      out << fmt::format("  {}: KV heads {}, FFN rows {}, vocabulary rows {}; reads {} of weights per token\n",
-                         detail::node_label(p.nodes, m), r(s.kv_heads), r(s.ff), r(s.vocab),
+      out << fmt::format("  {}: {}; reads {} of weights per token\n", detail::node_label(p.nodes, m),
+                         m < static_cast<int32_t>(p.slices.size()) ? p.slices[m] : "",
                          human_bytes(m < static_cast<int32_t>(p.read_per_token.size()) ? p.read_per_token[m] : 0));
     }
   }

@@ -55,6 +55,20 @@ std::string range_text(model::Range r, int32_t total) {
   return fmt::format("{}-{} of {}", r.begin, r.end - 1, total);
 }
 
+// A member's slices in words, the dimensions this model has.
+std::string slice_text(const model::HParams& hp, const model::Shard& s) {
+  std::string t = "KV heads " + range_text(s.kv_heads, hp.n_head_kv);
+  if (hp.ssm_n_k_heads > 0) {
+    const int32_t r = hp.ssm_n_v_heads / hp.ssm_n_k_heads;
+    t += fmt::format(", DeltaNet key heads {} (with {} value heads)", range_text(s.ssm_k_heads, hp.ssm_n_k_heads),
+                     r * s.ssm_k_heads.size());
+  }
+  if (hp.n_ff > 0 && hp.n_expert == 0) t += ", FFN rows " + range_text(s.ff, hp.n_ff);
+  if (hp.n_expert > 0) t += fmt::format(", rows {} of each of the {} experts", range_text(s.ff_expert, hp.n_ff_expert), hp.n_expert);
+  if (hp.n_ff_shared_expert > 0) t += ", shared expert rows " + range_text(s.ff_shared, hp.n_ff_shared_expert);
+  return t + ", vocabulary rows " + range_text(s.vocab, hp.n_vocab);
+}
+
 // Where a dimension left a member without a slice: which steps forced it.
 void note_empty_slices(const model::Model& model, const model::ShardUnits& u, const std::vector<Node>& nodes,
                        const Group& g, const std::vector<model::Shard>& shards, std::vector<std::string>& warnings) {
@@ -168,16 +182,22 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
   for (const model::Model::Tensor& t : model.tensors()) p.tensor_home[t.decl.name] = t.decl.layer < 0 ? 0 : p.output_node;
   add_exchanges(p, hp);
 
+  p.slices.assign(p.nodes.size(), "");
   Decision d;
   d.kind = Decision::Kind::kTensorSplit;
   d.flags = g.flag_text;
   std::string names;
   for (size_t i = 0; i < g.members.size(); ++i) {
     const model::Shard& s = shards[i];
-    names += fmt::format("{}{} (KV heads {}, FFN rows {}, vocabulary {})", i ? ", " : "", node_label(p.nodes, g.members[i]),
-                         range_text(s.kv_heads, hp.n_head_kv), range_text(s.ff, hp.n_ff), range_text(s.vocab, hp.n_vocab));
+    p.slices[g.members[i]] = slice_text(hp, s);
+    names += fmt::format("{}{} ({})", i ? ", " : "", node_label(p.nodes, g.members[i]), p.slices[g.members[i]]);
   }
   d.detail = names;
+  if (hp.n_expert > 0) {
+    d.detail += "; each routed expert is cut by rows rather than experts handed out whole, so whichever experts a "
+                "token picks cost every member the same share (whole experts would leave a member idle whenever "
+                "the router picks unevenly)";
+  }
   d.all_zero_split = !request.tensor_split.empty() && g.flag_text == "usable memory";
   d.layers.resize(static_cast<size_t>(n_layer));
   for (int32_t il = 0; il < n_layer; ++il) d.layers[il] = il;

@@ -156,7 +156,8 @@ void check_model(const std::string& name, const std::vector<double>& weights) {
 
 TEST(Shard, two_and_three_members_match_one_node_and_the_golden_logits) {
   for (const char* name : {"llama-dense-q8_0", "llama-dense-q4_k_m", "llama-dense-f16", "qwen3-dense-f32",
-                           "stories260K", "llama-2-tiny-random"}) {
+                           "stories260K", "llama-2-tiny-random", "qwen35-dense-f32", "qwen35moe-f32",
+                           "qwen35moe-q4_k_m", "qwen3moe-f32", "qwen3moe-q4_k_m"}) {
     check_model(name, {1, 1});
     check_model(name, {2, 1, 1});
   }
@@ -189,20 +190,38 @@ TEST(Shard, steps_follow_the_block_sizes_and_the_weights) {
   EXPECT_TRUE((*s4)[0].kv_heads.size() == 0 || (*s4)[1].kv_heads.size() == 0);
 }
 
-TEST(Shard, recurrent_and_expert_models_are_refused_by_name) {
-  STRATA_SHARED_FILE(path, "models/synth/qwen35moe-f32.gguf");
+TEST(Shard, fused_delta_net_projections_are_refused_by_name) {
+  STRATA_SHARED_FILE(path, "models/synth/qwen3next-f32.gguf");
   auto m = Model::open(path);
   ASSERT_TRUE(m.ok());
   auto s = split_shards(**m, {1, 1});
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message.find("Gated DeltaNet"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("fused Gated DeltaNet projections"), std::string::npos) << s.error().message;
+}
+
+TEST(Shard, hybrid_and_expert_models_split_by_key_heads_and_expert_rows) {
+  STRATA_SHARED_FILE(path, "models/synth/qwen35moe-f32.gguf");
+  auto m = Model::open(path);
+  ASSERT_TRUE(m.ok());
+  auto s = split_shards(**m, {1, 1});
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  const HParams& hp = (*m)->hparams();
+  EXPECT_EQ((*s)[0].ssm_k_heads, (Range{0, hp.ssm_n_k_heads / 2}));
+  EXPECT_EQ((*s)[1].ff_expert.end, hp.n_ff_expert);
+  const HParams local = shard_hparams(hp, (*s)[1]);
+  EXPECT_EQ(local.ssm_n_v_heads, hp.ssm_n_v_heads / 2);
+  EXPECT_EQ(local.ssm_inner_size, hp.ssm_inner_size / 2);
+  EXPECT_EQ(local.n_ff_expert + shard_hparams(hp, (*s)[0]).n_ff_expert, hp.n_ff_expert);
 }
 
 TEST(Shard, bad_shards_are_refused_before_anything_loads) {
   STRATA_SHARED_FILE(path, "models/synth/llama-dense-q8_0.gguf");
   auto m = Model::open(path);
   ASSERT_TRUE(m.ok());
-  Shard s{0, 2, {0, 2}, {0, 320}, {0, 0}};
+  Shard s;
+  s.count = 2;
+  s.kv_heads = {0, 2};
+  s.ff = {0, 320};
   EXPECT_FALSE(check_shard(**m, s).ok());  // no vocabulary rows
   s.vocab = {0, 256};
   EXPECT_TRUE(check_shard(**m, s).ok());

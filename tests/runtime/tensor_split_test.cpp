@@ -1,4 +1,5 @@
-// -sm tensor over worker processes on 127.0.0.1: every member holds a slice of every layer and the
+// -sm tensor over worker processes on 127.0.0.1 (dense, hybrid DeltaNet and mixture-of-experts
+// models): every member holds a slice of every layer and the
 // members add their partial sums over their data links. Logits stay within the golden tolerance of
 // one node's and of llama.cpp's, greedy tokens agree under the golden margin rule, results are the
 // same bits run to run and for any thread count, and a member that dies mid-token ends the request
@@ -74,7 +75,8 @@ TEST_F(TensorSplit, golden_models_over_two_and_three_members_match_one_node_and_
                                      {"two workers, this machine only coordinates", {1, 1}},
                                      {"three members, uneven", {2, 1, 1}}};
   for (const char* name : {"llama-dense-q8_0", "llama-dense-q4_k_m", "llama-dense-f16", "qwen3-dense-f32",
-                           "stories260K", "llama-ropefreqs-f32"}) {
+                           "stories260K", "llama-ropefreqs-f32", "qwen35moe-q4_k_m", "qwen35-dense-f32",
+                           "qwen3moe-q4_k_m"}) {
     testing::Golden g;
     if (!testing::load_golden(name, g)) continue;
     const std::vector<float> one = reference_logits(testing::single_node_options(g.model_path), g.prompt_tokens, 4);

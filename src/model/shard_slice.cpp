@@ -1,0 +1,231 @@
+// How each tensor is cut for a shard: which axis, and which runs of it (in units of heads, channels,
+// rows); the slices themselves (views or copies) and their bytes.
+#include <cstring>
+
+#include "model/model.h"
+#include "model/shard.h"
+#include "model/stage_layout.h"
+
+namespace strata::model {
+namespace {
+
+enum class Cut {
+  kWhole,        // every member holds all of it (norms, router, embeddings)
+  kFirst,        // a bias added once per sum: member 0 holds it
+  kQRows,        // attention: per query head (q rows, q bias)
+  kKvRows,       // attention: per KV head (k, v rows and biases)
+  kQCols,        // attn_output columns per query head
+  kFfRows,       // dense FFN gate/up rows (and biases)
+  kFfCols,       // dense FFN down columns
+  kVocabRows,    // output head rows
+  kSsmChannels,  // DeltaNet q/k/v channels: attn_qkv rows, conv taps
+  kSsmVHeads,    // DeltaNet per value head: z rows, beta/alpha rows, dt bias, A
+  kSsmOutCols,   // ssm_out columns per value head
+  kExpertRows,   // each routed expert's gate/up rows
+  kExpertFused,  // each routed expert's fused gate+up rows
+  kExpertCols,   // each routed expert's down columns
+  kSharedRows,   // shared expert gate/up rows
+  kSharedCols,   // shared expert down columns
+};
+enum class Axis { kRows, kCols };
+
+template <typename Slot>
+bool is(const TensorDecl& d, Slot slot) {
+  const auto* s = std::get_if<Slot>(&d.slot);
+  return s && *s == slot;
+}
+
+Cut cut_of(const TensorDecl& d) {
+  using L = LayerWeights;
+  using G = GlobalWeights;
+  if (is(d, &L::attn_q) || is(d, &L::attn_q_bias)) return Cut::kQRows;
+  if (is(d, &L::attn_k) || is(d, &L::attn_v) || is(d, &L::attn_k_bias) || is(d, &L::attn_v_bias)) return Cut::kKvRows;
+  if (is(d, &L::attn_output)) return Cut::kQCols;
+  if (is(d, &L::ffn_gate) || is(d, &L::ffn_up) || is(d, &L::ffn_gate_bias) || is(d, &L::ffn_up_bias)) return Cut::kFfRows;
+  if (is(d, &L::ffn_down)) return Cut::kFfCols;
+  if (is(d, &L::attn_output_bias) || is(d, &L::ffn_down_bias)) return Cut::kFirst;
+  if (is(d, &G::output) || is(d, &G::output_bias)) return Cut::kVocabRows;
+  if (is(d, &L::attn_qkv) || is(d, &L::ssm_conv1d)) return Cut::kSsmChannels;
+  if (is(d, &L::attn_gate) || is(d, &L::ssm_beta) || is(d, &L::ssm_alpha) || is(d, &L::ssm_dt_bias) || is(d, &L::ssm_a)) {
+    return Cut::kSsmVHeads;
+  }
+  if (is(d, &L::ssm_out)) return Cut::kSsmOutCols;
+  if (is(d, &L::ffn_gate_exps) || is(d, &L::ffn_up_exps)) return Cut::kExpertRows;
+  if (is(d, &L::ffn_gate_up_exps)) return Cut::kExpertFused;
+  if (is(d, &L::ffn_down_exps)) return Cut::kExpertCols;
+  if (is(d, &L::ffn_gate_shexp) || is(d, &L::ffn_up_shexp)) return Cut::kSharedRows;
+  if (is(d, &L::ffn_down_shexp)) return Cut::kSharedCols;
+  return Cut::kWhole;
+}
+
+Axis axis_of(Cut cut) {
+  switch (cut) {
+    case Cut::kQCols:
+    case Cut::kFfCols:
+    case Cut::kSsmOutCols:
+    case Cut::kExpertCols:
+    case Cut::kSharedCols: return Axis::kCols;
+    default: return Axis::kRows;
+  }
+}
+
+// The shard's runs of a cut dimension, in units of `parts` (the dimension's count of heads, channels
+// or rows): the tensor's axis holds parts x (axis / parts) elements.
+struct Pieces {
+  int64_t parts = 1;
+  std::vector<Range> runs;
+};
+
+// DeltaNet: the key range's value heads are one run per block of H_k value heads (v-head h reads
+// key head h mod H_k, so each block holds the range's heads at the same offset).
+std::vector<Range> value_head_runs(const HParams& hp, Range k) {
+  const int32_t Hk = hp.ssm_n_k_heads, r = Hk > 0 ? hp.ssm_n_v_heads / Hk : 0;
+  std::vector<Range> runs;
+  for (int32_t b = 0; b < r; ++b) runs.push_back({b * Hk + k.begin, b * Hk + k.end});
+  return runs;
+}
+
+Pieces pieces(const HParams& hp, const Shard& s, Cut cut) {
+  const int32_t group = hp.n_head_kv > 0 ? hp.n_head / hp.n_head_kv : 1;
+  switch (cut) {
+    case Cut::kQRows:
+    case Cut::kQCols: return {hp.n_head, {{s.kv_heads.begin * group, s.kv_heads.end * group}}};
+    case Cut::kKvRows: return {hp.n_head_kv, {s.kv_heads}};
+    case Cut::kFfRows:
+    case Cut::kFfCols: return {hp.n_ff, {s.ff}};
+    case Cut::kVocabRows: return {hp.n_vocab, {s.vocab}};
+    case Cut::kSsmChannels: {  // [q (H_k d_k) | k (H_k d_k) | v (H_v d_v)] channels
+      const int32_t Hk = hp.ssm_n_k_heads, dk = hp.ssm_head_k_dim(), dv = hp.ssm_head_v_dim();
+      const Range k = s.ssm_k_heads;
+      Pieces p{hp.ssm_conv_channels(), {{k.begin * dk, k.end * dk}, {(Hk + k.begin) * dk, (Hk + k.end) * dk}}};
+      for (Range v : value_head_runs(hp, k)) p.runs.push_back({2 * Hk * dk + v.begin * dv, 2 * Hk * dk + v.end * dv});
+      return p;
+    }
+    case Cut::kSsmVHeads:
+    case Cut::kSsmOutCols: return {hp.ssm_n_v_heads, value_head_runs(hp, s.ssm_k_heads)};
+    case Cut::kExpertRows:
+    case Cut::kExpertFused: {  // per expert: F rows (fused: F gate rows then F up rows)
+      const int32_t F = hp.n_ff_expert, halves = cut == Cut::kExpertFused ? 2 : 1;
+      Pieces p{int64_t{F} * halves * hp.n_expert, {}};
+      for (int32_t e = 0; e < hp.n_expert * halves; ++e) p.runs.push_back({e * F + s.ff_expert.begin, e * F + s.ff_expert.end});
+      return p;
+    }
+    case Cut::kExpertCols: return {hp.n_ff_expert, {s.ff_expert}};
+    case Cut::kSharedRows:
+    case Cut::kSharedCols: return {hp.n_ff_shared_expert, {s.ff_shared}};
+    default: return {};
+  }
+}
+
+int64_t run_total(const Pieces& p) {
+  int64_t n = 0;
+  for (Range r : p.runs) n += r.size();
+  return n;
+}
+
+// The runs of `m`'s rows (or columns) as one matrix: a view when it is one run of rows, else a copy.
+// Columns come out block by block (the runs start on block boundaries: shard_units).
+MatrixView gather(const MatrixView& m, Axis axis, const Pieces& p, std::vector<AlignedBuffer>& storage) {
+  if (m.empty() || p.parts <= 0) return m;
+  const int64_t per = (axis == Axis::kRows ? m.rows : m.cols) / p.parts;
+  if (axis == Axis::kRows && p.runs.size() == 1) return m.slice_rows(p.runs[0].begin * per, p.runs[0].size() * per);
+  if (axis == Axis::kRows) {
+    const int64_t rows = run_total(p) * per;
+    AlignedBuffer buf = aligned_buffer(m.row_stride * static_cast<size_t>(rows));
+    uint8_t* dst = buf.get();
+    for (Range r : p.runs) {
+      const size_t bytes = m.row_stride * static_cast<size_t>(r.size() * per);
+      std::memcpy(dst, m.row(r.begin * per), bytes);
+      dst += bytes;
+    }
+    MatrixView out{m.type, m.cols, rows, buf.get(), m.row_stride};
+    storage.push_back(std::move(buf));
+    return out;
+  }
+  const int64_t cols = run_total(p) * per;
+  const size_t width = row_bytes(m.type, cols);
+  AlignedBuffer buf = aligned_buffer(width * static_cast<size_t>(m.rows));
+  for (int64_t row = 0; row < m.rows; ++row) {
+    uint8_t* dst = buf.get() + width * static_cast<size_t>(row);
+    for (Range r : p.runs) {
+      const size_t bytes = row_bytes(m.type, r.size() * per);
+      std::memcpy(dst, m.row(row) + row_bytes(m.type, r.begin * per), bytes);
+      dst += bytes;
+    }
+  }
+  MatrixView out{m.type, cols, m.rows, buf.get(), width};
+  storage.push_back(std::move(buf));
+  return out;
+}
+
+VectorView gather(const VectorView& v, const Pieces& p, std::vector<AlignedBuffer>& storage) {
+  if (v.empty() || p.parts <= 0) return v;
+  const int64_t per = v.n / p.parts;
+  if (p.runs.size() == 1) return {v.data + p.runs[0].begin * per, p.runs[0].size() * per};
+  const int64_t n = run_total(p) * per;
+  AlignedBuffer buf = aligned_buffer(static_cast<size_t>(n) * sizeof(float));
+  auto* dst = reinterpret_cast<float*>(buf.get());
+  for (Range r : p.runs) dst = std::copy_n(v.data + r.begin * per, r.size() * per, dst);
+  VectorView out{reinterpret_cast<const float*>(buf.get()), n};
+  storage.push_back(std::move(buf));
+  return out;
+}
+
+}  // namespace
+
+uint64_t shard_tensor_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard) {
+  const uint64_t held = held_bytes(info);
+  if (!shard.split()) return held;
+  const Cut cut = cut_of(decl);
+  if (cut == Cut::kFirst) return shard.index == 0 ? held : 0;
+  if (cut == Cut::kWhole) return held;
+  const Pieces p = pieces(hp, shard, cut);
+  if (p.parts <= 0) return held;
+  const long double share = static_cast<long double>(run_total(p)) / static_cast<long double>(p.parts);
+  return static_cast<uint64_t>(share * held);
+}
+
+uint64_t shard_tensor_bytes(const Model& model, const std::string& name, const Shard& shard) {
+  for (const Model::Tensor& t : model.tensors()) {
+    if (t.decl.name == name) return shard_tensor_bytes(model.hparams(), t.decl, *t.info, shard);
+  }
+  return 0;
+}
+
+void slice_weights(Weights& w, const Model& model, const Shard& s, const std::vector<uint8_t>& owned,
+                   std::vector<AlignedBuffer>& storage) {
+  if (!s.split()) return;
+  const HParams& hp = model.hparams();
+  for (const Model::Tensor& t : model.tensors()) {
+    const TensorDecl& d = t.decl;
+    const bool in_layer = d.layer >= 0 && d.layer < hp.n_layer;
+    if (in_layer && (d.layer >= static_cast<int>(owned.size()) || !owned[d.layer])) continue;
+    const Cut cut = cut_of(d);
+    if (cut == Cut::kWhole) continue;
+    const Pieces p = pieces(hp, s, cut);
+    std::visit(
+        [&](auto slot) {
+          using Slot = decltype(slot);
+          auto& target = [&]() -> auto& {
+            if constexpr (std::is_same_v<Slot, MatrixView LayerWeights::*> || std::is_same_v<Slot, VectorView LayerWeights::*>) {
+              return w.layers[d.layer].*slot;
+            } else {
+              return w.global.*slot;
+            }
+          }();
+          using View = std::remove_reference_t<decltype(target)>;
+          if (cut == Cut::kFirst) {
+            if (s.index != 0) target = View{};
+          } else if constexpr (std::is_same_v<View, MatrixView>) {
+            target = gather(target, axis_of(cut), p, storage);
+          } else {
+            target = gather(target, p, storage);
+          }
+        },
+        d.slot);
+  }
+  // A tied head (no output.weight) reads token_embd: its rows of it.
+  if (!model.has_output_weight()) w.global.output = w.global.output.slice_rows(s.vocab.begin, s.vocab.size());
+}
+
+}  // namespace strata::model
