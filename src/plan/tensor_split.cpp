@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 #include "gguf/names.h"
 #include "plan/internal.h"
@@ -77,13 +78,18 @@ void note_empty_slices(const model::Model& model, const model::ShardUnits& u, co
     const std::string who = node_label(nodes, g.members[i]);
     if (shards[i].kv_heads.size() == 0) {
       warnings.push_back(fmt::format(
-          "-sm tensor: attention is cut in steps of {} KV head(s) (attn_output's quant blocks must stay whole), so "
-          "{} KV heads give {} holds no attention heads: it adds zeros to the attention sums",
-          u.kv_heads, hp.n_head_kv, who));
+          "-sm tensor: attention is cut in steps of {} KV head(s) (attn_output's quant blocks must stay whole); with "
+          "{} KV heads over {} members, {} holds no attention heads and adds zeros to the attention sums",
+          u.kv_heads, hp.n_head_kv, shards.size(), who));
     }
-    if (shards[i].ff.size() == 0) {
+    if (hp.n_ff > 0 && hp.n_expert == 0 && shards[i].ff.size() == 0) {
       warnings.push_back(fmt::format("-sm tensor: the FFN is cut in steps of {} rows; {} gets none of the {}", u.ff, who,
                                      hp.n_ff));
+    }
+    if (hp.ssm_n_k_heads > 0 && shards[i].ssm_k_heads.size() == 0) {
+      warnings.push_back(fmt::format("-sm tensor: the DeltaNet is cut in steps of {} key heads (ssm_out's quant blocks "
+                                     "must stay whole); {} holds none of the {} and adds zeros to its sums",
+                                     u.ssm_k_heads, who, hp.ssm_n_k_heads));
     }
   }
 }
@@ -166,13 +172,17 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
   for (int32_t m : g.members) p.stages.push_back({m, 0, n_layer});
   p.node_stages = tensor_stages(model, p.nodes, request, g, shards);
   p.bytes = node_bytes(model, p.node_stages);
-  // Per token a member reads its slices of every matrix (a tied head: its rows of token_embd); the
-  // embedding lookup reads one row.
+  // Per token a member reads its slices of every matrix (of the routed experts, the share a token
+  // runs; a tied head, its rows of token_embd); the embedding lookup reads one row.
   const std::string embd(gguf::names::tensor::kTokenEmbd);
   for (const model::StageConfig& st : p.node_stages) {
+    const std::set<std::string> held(st.tensors.begin(), st.tensors.end());
     uint64_t read = 0;
-    for (const std::string& name : st.tensors) {
-      if (name != embd) read = sat_add(read, model::shard_tensor_bytes(model, name, st.shard));
+    for (const model::Model::Tensor& t : model.tensors()) {
+      if (!held.count(t.decl.name) || t.decl.name == embd) continue;
+      uint64_t bytes = model::shard_tensor_bytes(hp, t.decl, *t.info, st.shard);
+      if (t.decl.n_experts > hp.n_expert_used) bytes = bytes / uint64_t(t.decl.n_experts) * uint64_t(hp.n_expert_used);
+      read = sat_add(read, bytes);
     }
     if (st.shard.split() && !model.has_output_weight()) {
       read = sat_add(read, model::shard_tensor_bytes(model, embd, {}) / uint64_t(hp.n_vocab) * uint64_t(st.shard.vocab.size()));

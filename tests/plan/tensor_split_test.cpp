@@ -39,7 +39,7 @@ TEST_F(TensorPlan, ts_with_one_value_per_node_puts_this_machine_first) {
   EXPECT_LT(p->bytes[1].weights, p->bytes[0].weights);
   const std::string text = render(*p);
   EXPECT_NE(text.find("slices (-sm tensor"), std::string::npos) << text;
-  EXPECT_NE(text.find("KV heads 3-3, FFN rows 192-255, vocabulary rows 192-255"), std::string::npos) << text;
+  EXPECT_NE(text.find("KV heads 3-3 of 4, FFN rows 192-255 of 256, vocabulary rows 192-255 of 256"), std::string::npos) << text;
   EXPECT_NE(text.find("8 exchanges of 64 floats"), std::string::npos) << text;
   EXPECT_EQ(p->decisions.back().kind, Decision::Kind::kTensorSplit);
 }
