@@ -257,7 +257,8 @@ Result<std::unique_ptr<DataMesh>> DataMesh::join(int32_t self, const std::vector
     const int fd = ::accept4(listener->fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) continue;
     tune(fd);
-    auto from = accept_link(fd, self, session_hash, key, deadline);
+    // A peer that connects and stalls may hold up the join for a short while only.
+    auto from = accept_link(fd, self, session_hash, key, std::min(deadline, Clock::now() + std::chrono::seconds(2)));
     if (!from.ok() || mesh->fds_[*from] != -1) {
       last_refusal = from.ok() ? "a second link from the same member" : from.error().message;
       spdlog::warn("data link: refused a connection: {}", last_refusal);

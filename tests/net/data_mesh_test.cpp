@@ -116,6 +116,24 @@ TEST(DataMesh, garbage_on_the_listener_is_dropped_and_the_real_member_still_join
   EXPECT_TRUE(meshes[1].ok()) << meshes[1].error().message;
 }
 
+TEST(DataMesh, a_peer_that_connects_and_stalls_holds_up_the_join_only_briefly) {
+  Group g = open_group(2);
+  const std::string key = link_key("t", random_secret());
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(g.listeners[1]->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);  // and never says a word
+  const auto start = std::chrono::steady_clock::now();
+  auto meshes = join_all(g, {key, key}, 10000);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::close(fd);
+  EXPECT_TRUE(meshes[0].ok()) << meshes[0].error().message;
+  EXPECT_TRUE(meshes[1].ok()) << meshes[1].error().message;
+  EXPECT_LT(s, 5.0);
+}
+
 TEST(DataMesh, a_member_that_goes_away_fails_the_exchange_at_once_naming_it) {
   Group g = open_group(2);
   const std::string key = link_key("t", random_secret());
