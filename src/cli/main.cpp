@@ -111,7 +111,9 @@ int unknown_argument(const CLI::App& app, const CLI::App* cmd, const std::string
 // A value CLI11 refused ("--fit: maybe not in {on,off}"), with the command and the flag as llama.cpp
 // spells it when that is how it was typed.
 int bad_value(const CLI::App& app, const Args& args, std::string message) {
-  for (const auto& [alias, name] : llama_short_aliases()) {
+  for (const auto& pair : llama_short_aliases()) {
+    const std::string& alias = pair.first;  // clang 14 cannot capture a structured binding in a lambda
+    const std::string& name = pair.second;
     const bool typed = std::any_of(args.typed.begin(), args.typed.end(),
                                    [&](const std::string& a) { return a == alias || a.rfind(alias + "=", 0) == 0; });
     if (typed && message.rfind(name + ":", 0) == 0) message = alias + "/" + message;

@@ -11,18 +11,14 @@
 
 #include "model/stage_layout.h"
 #include "model/stage_runner.h"
+#include "testing/sanitizers.h"
 #include "testing/shared_data.h"
 
 // Sanitizers bring operator new of their own (and check that it pairs with theirs): count only
 // without them.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if STRATA_TEST_ASAN || STRATA_TEST_TSAN
 #define STRATA_COUNT_ALLOCATIONS 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define STRATA_COUNT_ALLOCATIONS 0
-#endif
-#endif
-#ifndef STRATA_COUNT_ALLOCATIONS
+#else
 #define STRATA_COUNT_ALLOCATIONS 1
 #endif
 

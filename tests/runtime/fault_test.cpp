@@ -27,23 +27,6 @@ namespace {
 
 using testing::TestCluster;
 
-std::vector<int32_t> greedy(runtime::Engine& e, const std::vector<int32_t>& prompt, int n, Status* status) {
-  runtime::GenerationRequest req;
-  req.prompt = prompt;
-  req.n_predict = n;
-  req.ignore_eos = true;
-  sampling::Params p;
-  p.temp = 0;
-  sampling::Sampler sampler(p, e.n_vocab());
-  std::vector<int32_t> out;
-  auto r = runtime::generate(e, req, sampler, [&](text::Token t, const std::string&) {
-    if (t >= 0) out.push_back(t);
-    return true;
-  });
-  *status = r.ok() ? Status{} : Status{r.error()};
-  return out;
-}
-
 const std::vector<int32_t> kPrompt = {1, 403, 407, 261, 378, 432, 383, 286};
 
 TEST(Fault, killed_worker_fails_the_request_naming_it_then_the_next_request_succeeds) {
@@ -57,7 +40,7 @@ TEST(Fault, killed_worker_fails_the_request_naming_it_then_the_next_request_succ
   auto reference = runtime::Engine::load(single);
   ASSERT_TRUE(reference.ok());
   Status st;
-  const std::vector<int32_t> want = greedy(**reference, kPrompt, 24, &st);
+  const std::vector<int32_t> want = testing::greedy_tokens(**reference, kPrompt, 24, &st);
   ASSERT_TRUE(st.ok());
 
   runtime::EngineOptions o = testing::cluster_options(model, cluster);
@@ -91,7 +74,7 @@ TEST(Fault, killed_worker_fails_the_request_naming_it_then_the_next_request_succ
 
   // The coordinator is still here; with the worker back, the next request works and is exact.
   ASSERT_TRUE(cluster.restart(1));
-  std::vector<int32_t> got = greedy(**e, kPrompt, 24, &st);
+  std::vector<int32_t> got = testing::greedy_tokens(**e, kPrompt, 24, &st);
   ASSERT_TRUE(st.ok()) << st.error().message;
   EXPECT_EQ(got, want);
 }

@@ -115,25 +115,6 @@ TEST_F(TensorSplit, the_same_bits_run_to_run_and_for_any_thread_count) {
   EXPECT_EQ(first, threads);
 }
 
-std::vector<int32_t> greedy(runtime::Engine& e, const std::vector<int32_t>& prompt, int n, Status* status,
-                            const std::function<void(int)>& on_token = {}) {
-  runtime::GenerationRequest req;
-  req.prompt = prompt;
-  req.n_predict = n;
-  req.ignore_eos = true;
-  sampling::Params p;
-  p.temp = 0;
-  sampling::Sampler sampler(p, e.n_vocab());
-  std::vector<int32_t> out;
-  auto r = runtime::generate(e, req, sampler, [&](text::Token t, const std::string&) {
-    if (t >= 0) out.push_back(t);
-    if (on_token) on_token(static_cast<int>(out.size()));
-    return true;
-  });
-  *status = r.ok() ? Status{} : Status{r.error()};
-  return out;
-}
-
 TEST(TensorSplitFault, a_member_killed_mid_token_fails_the_request_naming_it_then_the_group_recovers) {
   STRATA_SHARED_FILE(model, "models/synth/llama-dense-q8_0.gguf");
   TestCluster cluster(2, 1, "tensor-kill");
@@ -146,12 +127,12 @@ TEST(TensorSplitFault, a_member_killed_mid_token_fails_the_request_naming_it_the
   auto e = runtime::Engine::load(o);
   ASSERT_TRUE(e.ok()) << e.error().message;
   Status st;
-  const std::vector<int32_t> want = greedy(**e, prompt, 16, &st);
+  const std::vector<int32_t> want = testing::greedy_tokens(**e, prompt, 16, &st);
   ASSERT_TRUE(st.ok()) << st.error().message;
 
   const std::string victim = cluster.endpoints()[1];
   const auto start = std::chrono::steady_clock::now();
-  greedy(**e, prompt, 16, &st, [&](int produced) {
+  testing::greedy_tokens(**e, prompt, 16, &st, [&](int produced) {
     if (produced == 3) cluster.worker(1).kill(SIGKILL);
   });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -163,7 +144,7 @@ TEST(TensorSplitFault, a_member_killed_mid_token_fails_the_request_naming_it_the
 
   // The coordinator survives; with the member back, the group links up again and answers as before.
   ASSERT_TRUE(cluster.restart(1));
-  const std::vector<int32_t> got = greedy(**e, prompt, 16, &st);
+  const std::vector<int32_t> got = testing::greedy_tokens(**e, prompt, 16, &st);
   ASSERT_TRUE(st.ok()) << st.error().message;
   EXPECT_EQ(got, want);
 }

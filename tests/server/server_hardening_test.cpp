@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "server/serve_process.h"
+#include "testing/sanitizers.h"
 
 namespace strata {
 namespace {
@@ -119,9 +120,9 @@ TEST_F(ServerHardening, item3_prompts_that_cannot_fit_are_refused_before_tokeniz
   // Four 15 MiB bodies are held (buffer, body, parsed JSON) but never tokenized (~50 bytes per byte:
   // ~2.9 GB before). AddressSanitizer keeps freed memory in quarantine, so its builds get more room.
   // ThreadSanitizer's shadow memory multiplies every allocation: there only the refusals count.
-#if defined(__SANITIZE_ADDRESS__)
+#if STRATA_TEST_ASAN
   constexpr uint64_t kLimit = uint64_t{1} << 30;
-#elif defined(__SANITIZE_THREAD__)
+#elif STRATA_TEST_TSAN
   constexpr uint64_t kLimit = ~uint64_t{0};
 #else
   constexpr uint64_t kLimit = uint64_t{400} << 20;

@@ -20,6 +20,7 @@
 #include "server/serve_process.h"
 #include "testing/process.h"
 #include "testing/shared_data.h"
+#include "testing/sanitizers.h"
 #include "text/chat_template.h"
 #include "text/vocab.h"
 
@@ -151,7 +152,7 @@ TEST(Server, official_openai_and_anthropic_clients_get_valid_tool_calls_json_and
 // The same clients on a random-weight model (synth, built-in vocabulary) with the built-in Qwen3
 // template: forced calls and JSON-schema answers still validate for 20 seeds each.
 TEST(Server, a_random_weight_model_gives_valid_forced_tool_calls_and_json_schema_answers) {
-#if defined(__SANITIZE_THREAD__)
+#if STRATA_TEST_TSAN
   GTEST_SKIP() << "over 100 s under TSan (grammar masks per token); the optimized and ASan runs check it, and "
                   "the server's threads are the other server tests'";
 #endif

@@ -98,6 +98,25 @@ runtime::EngineOptions cluster_options(const std::string& model, const TestClust
   return o;
 }
 
+std::vector<int32_t> greedy_tokens(runtime::Engine& e, const std::vector<int32_t>& prompt, int n, Status* status,
+                                   const std::function<void(int)>& on_token) {
+  runtime::GenerationRequest req;
+  req.prompt = prompt;
+  req.n_predict = n;
+  req.ignore_eos = true;
+  sampling::Params p;
+  p.temp = 0;
+  sampling::Sampler sampler(p, e.n_vocab());
+  std::vector<int32_t> out;
+  auto r = runtime::generate(e, req, sampler, [&](text::Token t, const std::string&) {
+    if (t >= 0) out.push_back(t);
+    if (on_token) on_token(static_cast<int>(out.size()));
+    return true;
+  });
+  *status = r.ok() ? Status{} : Status{r.error()};
+  return out;
+}
+
 std::vector<float> run_reference(runtime::Engine& engine, const std::vector<int32_t>& prompt, int n_decode) {
   auto logits = runtime::evaluate_prompt(engine, 0, prompt, true);
   if (!logits.ok()) {

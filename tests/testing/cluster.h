@@ -1,6 +1,7 @@
 // Worker processes on 127.0.0.1 for integration tests, and engines over them.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,11 @@ v1::StageSpec whole_model_spec(const model::Model& model, const std::string& mod
 runtime::EngineOptions single_node_options(const std::string& model, int32_t n_ctx = 256);
 // Engine options for a model over these workers.
 runtime::EngineOptions cluster_options(const std::string& model, const TestCluster& cluster, int32_t n_ctx = 256);
+
+// `n` greedy tokens after `prompt` (EOS ignored); `on_token(count)` after each. The outcome goes to
+// *status: a failure names what failed.
+std::vector<int32_t> greedy_tokens(runtime::Engine& e, const std::vector<int32_t>& prompt, int n, Status* status,
+                                   const std::function<void(int)>& on_token = {});
 
 // Single-node logits of every prompt position followed by `n_decode` greedy steps' logits.
 std::vector<float> run_reference(runtime::Engine& engine, const std::vector<int32_t>& prompt, int n_decode);
