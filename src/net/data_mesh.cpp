@@ -108,6 +108,10 @@ Result<int> dial(const std::string& endpoint, Clock::time_point deadline) {
     return make_error("data link endpoint '{}' does not resolve", endpoint);
   }
   const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    ::freeaddrinfo(res);
+    return make_error(ErrorCode::kUnavailable, "data link to {}: {}", endpoint, std::strerror(errno));
+  }
   set_nonblocking(fd);
   const int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
   ::freeaddrinfo(res);
