@@ -10,7 +10,8 @@
 #   scripts/lan.sh bench N MODEL [strata bench args...]
 #       up N, a worker (1 thread) in each of nodes 1..N-1, `strata bench --rpc ...` in node 0, down
 #   scripts/lan.sh down                  remove everything `up` made (also run on exit of `bench`)
-# STRATA (default build/src/cli/strata) is the binary; the workers read MODEL from the same path.
+# STRATA (default build/src/cli/strata) is the binary; the workers map MODEL from its folder
+# (--model-dir), as machines with their own copy would.
 # LAN_NETEM=0 skips netem (plain veth links), for kernels without sch_netem: the namespaces, routes
 # and commands still run, only without the delay and rate.
 set -euo pipefail
@@ -72,6 +73,7 @@ bench() {
   token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
   for ((i = 1; i < n; i++)); do
     ip netns exec "$PREFIX$i" "$STRATA" worker --host "$(addr "$i")" --port 50052 -t 1 --token "$token" \
+      --model-dir "$(dirname "$model")" \
       >"/tmp/lan-worker-$i.log" 2>&1 &
     pids+=($!)
     rpc+="${rpc:+,}$(addr "$i"):50052"
