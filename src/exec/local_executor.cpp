@@ -40,9 +40,9 @@ Result<std::vector<float>> LocalExecutor::run(std::span<const Hop> hops, const m
   if (hops.size() != 1 || hops[0].node != this) return make_error("local: a hop chain must start and end here");
   STRATA_TRY(runner_->run_layers(batch, hops[0].first, hops[0].end, hidden.data()));
   if (!hops[0].output) return std::vector<float>{};
-  const model::Shard& shard = runner_->config().shard;
-  if (!shard.split()) return runner_->logits(batch, hidden.data());
-  return model::widen_logits(runner_->logits(batch, hidden.data()), shard.vocab, runner_->model().hparams().n_vocab);
+  const int32_t n_vocab = runner_->model().hparams().n_vocab;
+  return model::widen_logits(runner_->logits(batch, hidden.data()), model::output_rows(runner_->config().shard, n_vocab),
+                             n_vocab);
 }
 
 Status LocalExecutor::seq_op(SeqOp op, int32_t seq, int32_t p0, int32_t dst) {

@@ -180,7 +180,8 @@ Status check_shard(const Model& model, const Shard& s) {
   return check("vocabulary rows", s.vocab, hp.n_vocab, u.vocab, false);
 }
 
-std::vector<float> widen_logits(const std::vector<float>& slice, Range vocab, int32_t n_vocab) {
+std::vector<float> widen_logits(std::vector<float> slice, Range vocab, int32_t n_vocab) {
+  if (vocab.begin == 0 && vocab.end == n_vocab) return slice;
   const int64_t width = std::max(1, vocab.size());
   const int64_t rows = static_cast<int64_t>(slice.size()) / width;
   std::vector<float> out(static_cast<size_t>(rows) * n_vocab, -std::numeric_limits<float>::infinity());

@@ -74,9 +74,13 @@ Status check_shard(const Model& model, const Shard& shard);
 uint64_t shard_tensor_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard);
 uint64_t shard_tensor_bytes(const Model& model, const std::string& name, const Shard& shard);
 
+// The output head's rows a stage with this shard computes: its vocabulary slice, or all n_vocab.
+inline Range output_rows(const Shard& s, int32_t n_vocab) { return s.split() ? s.vocab : Range{0, n_vocab}; }
+
 // A member's logits (rows x vocab.size()) as whole rows (rows x n_vocab), -inf outside its slice: the
-// group's rows are then the elementwise max of its members' (merge_logits).
-std::vector<float> widen_logits(const std::vector<float>& slice, Range vocab, int32_t n_vocab);
+// group's rows are then the elementwise max of its members' (merge_logits). Whole rows come back as
+// they are.
+std::vector<float> widen_logits(std::vector<float> slice, Range vocab, int32_t n_vocab);
 void merge_logits(std::vector<float>& into, const std::vector<float>& from);
 
 // Aligned byte buffers that sliced views point into.

@@ -225,7 +225,10 @@ void slice_weights(Weights& w, const Model& model, const Shard& s, const std::ve
         d.slot);
   }
   // A tied head (no output.weight) reads token_embd: its rows of it.
-  if (!model.has_output_weight()) w.global.output = w.global.output.slice_rows(s.vocab.begin, s.vocab.size());
+  if (!model.has_output_weight()) {
+    const Range v = output_rows(s, hp.n_vocab);
+    w.global.output = w.global.output.slice_rows(v.begin, v.size());
+  }
 }
 
 }  // namespace strata::model

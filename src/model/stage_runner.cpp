@@ -102,7 +102,7 @@ void StageRunner::repack_weights() {
   }
   if (repacked_.empty()) return;
   if (!model_->has_output_weight()) {  // the tied head reads the repacked token_embd (its shard's rows)
-    const Range v = config_.shard.split() ? config_.shard.vocab : Range{0, model_->hparams().n_vocab};
+    const Range v = output_rows(config_.shard, model_->hparams().n_vocab);
     weights_.global.output = weights_.global.token_embd.slice_rows(v.begin, v.size());
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

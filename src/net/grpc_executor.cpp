@@ -67,7 +67,7 @@ class GrpcExecutor final : public exec::StageExecutor {
                             load.mesh_secret);
       n_embd_ = load.model->hparams().n_embd;
       n_vocab_ = load.model->hparams().n_vocab;
-      vocab_ = load.stage.shard.split() ? load.stage.shard.vocab : model::Range{0, n_vocab_};
+      vocab_ = model::output_rows(load.stage.shard, n_vocab_);
     }
     return link_->load(spec_, load.model->file(), progress);
   }
@@ -152,14 +152,9 @@ Result<std::vector<float>> GrpcExecutor::take_logits(const v1::ForwardReply& rep
     return make_error("worker {}: logits of {} bytes, expected {} rows of {}", last, reply.logits().size(), n_out, width);
   }
   // A batch may want no logits at all (a prompt chunk that ends at a cache checkpoint).
-  if (width == n_vocab_) {
-    std::vector<float> logits(reply.logits().size() / sizeof(float));
-    if (!logits.empty()) std::memcpy(logits.data(), reply.logits().data(), reply.logits().size());
-    return logits;
-  }
-  std::vector<float> slice(reply.logits().size() / sizeof(float));
-  if (!slice.empty()) std::memcpy(slice.data(), reply.logits().data(), reply.logits().size());
-  return model::widen_logits(slice, vocab_, n_vocab_);
+  std::vector<float> logits(reply.logits().size() / sizeof(float));
+  if (!logits.empty()) std::memcpy(logits.data(), reply.logits().data(), reply.logits().size());
+  return model::widen_logits(std::move(logits), vocab_, n_vocab_);
 }
 
 }  // namespace

@@ -78,13 +78,11 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
     if (!by_name.emplace(info.name, info).second) return make_error("tensor '{}' listed twice", info.name);
     p.all_tensors.push_back(std::move(info));
   }
-  uint64_t weight_bytes = 0;
   for (const std::string& name : spec.stage_tensors()) {
     auto it = by_name.find(name);
     if (it == by_name.end()) return make_error("stage tensor '{}' is not a tensor of the model", name);
     if (!p.stage_tensors.emplace(name, it->second).second) return make_error("stage tensor '{}' listed twice", name);
     p.config.tensors.push_back(name);
-    weight_bytes = sat_add(weight_bytes, model::held_bytes(it->second));
   }
   if (spec.forward_to_size() > kMaxForwardTargets) return make_error("{} forward targets is too many", spec.forward_to_size());
   for (const std::string& endpoint : spec.forward_to()) {
@@ -125,14 +123,15 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
     STRATA_ASSIGN(c.shard, parse_shard(spec.shard(), hp));
     if (spec.mesh_secret().size() != 32) return make_error("mesh_secret must be 32 bytes");
     p.mesh_secret = spec.mesh_secret();
-    weight_bytes = 0;  // the slices' bytes, from the architecture's declarations
-    std::map<std::string, model::TensorDecl> decls;
-    for (model::TensorDecl& d : arch->declare(hp)) decls.emplace(d.name, std::move(d));
-    for (const auto& [name, info] : p.stage_tensors) {
-      auto d = decls.find(name);
-      weight_bytes = sat_add(weight_bytes, d == decls.end() ? model::held_bytes(info)
-                                                            : model::shard_tensor_bytes(hp, d->second, info, c.shard));
-    }
+  }
+  // What the worker will hold of each tensor (a tensor-split member: its slice), by its declaration.
+  std::map<std::string, model::TensorDecl> decls;
+  for (model::TensorDecl& d : arch->declare(hp)) decls.emplace(d.name, std::move(d));
+  uint64_t weight_bytes = 0;
+  for (const auto& [name, info] : p.stage_tensors) {
+    auto d = decls.find(name);
+    weight_bytes = sat_add(weight_bytes, d == decls.end() ? model::held_bytes(info)
+                                                          : model::shard_tensor_bytes(hp, d->second, info, c.shard));
   }
   p.bytes = model::stage_bytes(hp, *arch, c, weight_bytes);
   return p;

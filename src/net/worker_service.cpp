@@ -20,11 +20,11 @@ using grpc::Status;
 using grpc::StatusCode;
 
 Status error_status(StatusCode code, const std::string& message) { return {code, message}; }
+Status invalid(const Error& e) { return {StatusCode::INVALID_ARGUMENT, e.message}; }
 
 // How long a member waits for its links and for each exchange: the coordinator's calls time out at
 // 30 s by default; the session timeout bounds it too.
 int32_t session_link_timeout_ms(const WorkerOptions& o) { return std::min(30, std::max(1, o.session_timeout_s)) * 1000; }
-Status invalid(const Error& e) { return {StatusCode::INVALID_ARGUMENT, e.message}; }
 
 // The token check, then the call's one request message: in that order, so that nothing from a peer
 // without the token is read (see proto/strata.proto).
@@ -278,8 +278,7 @@ Status WorkerService::Forward(grpc::ServerContext* ctx, grpc::ServerReader<v1::F
 Status WorkerService::reply_logits(const v1::ForwardRequest& req, const model::Batch& batch, const float* hidden,
                                    model::StageRunner& runner, v1::ForwardReply* reply) {
   const std::vector<float> logits = runner.logits(batch, hidden);
-  const model::Range vocab = runner.config().shard.split() ? runner.config().shard.vocab
-                                                           : model::Range{0, runner.model().hparams().n_vocab};
+  const model::Range vocab = model::output_rows(runner.config().shard, runner.model().hparams().n_vocab);
   const int32_t width = vocab.size();
   if (req.top_k() > 0 && req.top_k() < static_cast<uint32_t>(width) / 2) {  // else whole rows are smaller
     reply->set_candidates(pack_candidates(logits.data(), static_cast<int64_t>(logits.size()) / width, width,

@@ -94,21 +94,16 @@ std::string render(const Plan& p) {
   rows.push_back({{"node", "layers", "count", "weights", "KV", "KV type", "state", "scratch", "total / usable"}});
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     const int32_t node = static_cast<int32_t>(n);
+    // What the node's stage runs (under -sm tensor every member runs every layer on its slice).
+    const model::StageConfig* stage = n < p.node_stages.size() ? &p.node_stages[n] : nullptr;
     std::vector<int32_t> layers;
-    for (size_t il = 0; il < p.layer_owner.size(); ++il) {
-      if (p.layer_owner[il] == node) layers.push_back(static_cast<int32_t>(il));
-    }
-    const bool member = std::find(p.tensor_group.begin(), p.tensor_group.end(), node) != p.tensor_group.end();
-    if (p.split_mode == SplitMode::kTensor) {  // every member runs every layer on its slice
-      layers.clear();
-      if (member) {
-        for (size_t il = 0; il < p.layer_owner.size(); ++il) layers.push_back(static_cast<int32_t>(il));
-      }
+    for (size_t il = 0; stage && il < stage->owned.size(); ++il) {
+      if (stage->owned[il]) layers.push_back(static_cast<int32_t>(il));
     }
     std::string owned = detail::ranges(layers);
     if (node == p.input_node) owned = owned.empty() ? "input" : "input + " + owned;
-    if (node == p.output_node || member) owned = owned.empty() ? "output" : owned + " + output";
-    if (member) owned += " (slice)";
+    if (stage && stage->output) owned = owned.empty() ? "output" : owned + " + output";
+    if (stage && stage->shard.split()) owned += " (slice)";
     if (owned.empty()) owned = "-";
     const NodeBytes b = n < p.bytes.size() ? p.bytes[n] : NodeBytes{};
     std::string kv_type = "-";  // K/V cache types, where the node keeps a cache

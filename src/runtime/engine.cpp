@@ -208,7 +208,7 @@ Status Engine::recover() {
       STRATA_TRY(load_node(n));
     }
   }
-  if (group_) STRATA_TRY(join_group());  // a failed exchange leaves every member's links closed
+  if (group_) STRATA_TRY(join_group());  // a failed exchange leaves every member's links failed
   for (int32_t s = 0; s < n_seq(); ++s) {
     for (auto& node : nodes_) STRATA_TRY(node->seq_op(exec::SeqOp::kClear, s, 0, 0));
   }
