@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,8 +71,10 @@ HParams shard_hparams(const HParams& hp, const Shard& shard);
 // Checks a shard against the model (ranges inside the model, non-empty, on unit boundaries).
 Status check_shard(const Model& model, const Shard& shard);
 
-// Bytes of a tensor's slice held by a node with this shard (its whole held size when not sliced).
-uint64_t shard_tensor_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard);
+// Bytes of a tensor's slice held by a node with this shard (its whole held size when not sliced);
+// `embeds` as for shard_slice_bytes.
+uint64_t shard_tensor_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard,
+                            bool embeds);
 uint64_t shard_tensor_bytes(const Model& model, const std::string& name, const Shard& shard);
 
 // The output head's rows a stage with this shard computes: its vocabulary slice, or all n_vocab.
@@ -83,6 +86,33 @@ inline Range output_rows(const Shard& s, int32_t n_vocab) { return s.split() ? s
 std::vector<float> widen_logits(std::vector<float> slice, Range vocab, int32_t n_vocab);
 void merge_logits(std::vector<float>& into, const std::vector<float>& from);
 
+// The bytes of a tensor's data a slice reads, as strided runs: `count` pieces of `length` bytes,
+// `stride` apart, from `offset`. A worker without the model file receives only these.
+struct ByteRun {
+  uint64_t offset = 0, length = 0, stride = 0, count = 1;
+  bool operator==(const ByteRun&) const = default;
+};
+struct SliceBytes {
+  bool whole = true;          // the whole tensor is read (runs unused)
+  std::vector<ByteRun> runs;  // else exactly these bytes (none: the tensor is not read at all)
+  // Bytes read: the runs' total, or `nbytes` when whole.
+  uint64_t bytes(uint64_t nbytes) const;
+  bool operator==(const SliceBytes&) const = default;
+};
+// What a stage with this shard reads of a tensor. `embeds`: the stage looks up token embeddings (it
+// reads token_embd whole); a member that does not reads a tied token_embd only as its head's rows.
+SliceBytes shard_slice_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard,
+                             bool embeds);
+// Runs received from elsewhere: inside `nbytes`, non-empty, not overlapping within a run, at most
+// kMaxByteRuns of them (checked arithmetic throughout).
+inline constexpr size_t kMaxByteRuns = 4096;
+Status check_slice_bytes(const SliceBytes& slice, uint64_t nbytes);
+// The pieces of bytes [from, from + n) of the slice's gathered stream (its runs back to back, or the
+// tensor when whole): f(offset in the tensor, offset in the stream, length), in stream order.
+// check_slice_bytes must have passed.
+void for_each_piece(const SliceBytes& slice, uint64_t from, uint64_t n,
+                    const std::function<void(uint64_t tensor_offset, uint64_t stream_offset, uint64_t length)>& f);
+
 // Aligned byte buffers that sliced views point into.
 struct AlignedFree {
   void operator()(uint8_t* p) const;
@@ -92,8 +122,9 @@ AlignedBuffer aligned_buffer(size_t bytes);
 
 // Replaces the bound views of the owned layers and the output head by the shard's slices (one run of
 // rows as a view, anything else copied into `storage`). Biases that are added once per sum (attn
-// output, ffn down) stay on shard 0 only. check_shard must have passed.
-void slice_weights(Weights& w, const Model& model, const Shard& shard, const std::vector<uint8_t>& owned,
+// output, ffn down) stay on shard 0 only; a member that does not embed keeps only its head's rows of
+// a tied token_embd. check_shard must have passed.
+void slice_weights(Weights& w, const Model& model, const Shard& shard, const std::vector<uint8_t>& owned, bool embeds,
                    std::vector<AlignedBuffer>& storage);
 
 }  // namespace strata::model

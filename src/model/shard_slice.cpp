@@ -1,6 +1,9 @@
 // How each tensor is cut for a shard: which axis, and which runs of it (in units of heads, channels,
 // rows); the slices themselves (views or copies) and their bytes.
+#include <algorithm>
 #include <cstring>
+
+#include "base/checked.h"
 
 #include "model/model.h"
 #include "model/shard.h"
@@ -171,28 +174,127 @@ VectorView gather(const VectorView& v, const Pieces& p, std::vector<AlignedBuffe
   return out;
 }
 
+bool is_vector(const TensorDecl& d) {
+  return std::visit(
+      [](auto slot) {
+        using Slot = decltype(slot);
+        return std::is_same_v<Slot, VectorView LayerWeights::*> || std::is_same_v<Slot, VectorView GlobalWeights::*>;
+      },
+      d.slot);
+}
+
+// Runs of one piece each, of one length at one step (every expert's rows), as one strided run.
+std::vector<ByteRun> fold_runs(const std::vector<ByteRun>& runs) {
+  std::vector<ByteRun> out;
+  for (const ByteRun& r : runs) {
+    if (r.length == 0) continue;
+    if (!out.empty() && r.count == 1 && out.back().length == r.length && r.offset > out.back().offset) {
+      ByteRun& b = out.back();
+      const uint64_t step = r.offset - b.offset;
+      if (b.count == 1 && step >= b.length) {
+        b.stride = step, b.count = 2;
+        continue;
+      }
+      if (b.count > 1 && b.stride == step / b.count && b.offset + b.count * b.stride == r.offset) {
+        ++b.count;
+        continue;
+      }
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
 }  // namespace
 
-uint64_t shard_tensor_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard) {
+uint64_t SliceBytes::bytes(uint64_t nbytes) const {
+  if (whole) return nbytes;
+  uint64_t n = 0;
+  for (const ByteRun& r : runs) n = sat_add(n, sat_mul(r.length, r.count));
+  return n;
+}
+
+SliceBytes shard_slice_bytes(const HParams& hp, const TensorDecl& d, const gguf::TensorInfo& info, const Shard& s,
+                             bool embeds) {
+  if (!s.split()) return {};
+  const Cut cut = cut_of(d);
+  const bool head_rows = !embeds && is(d, &GlobalWeights::token_embd);  // a tied head's rows only
+  if (cut == Cut::kWhole && !head_rows) return {};
+  if (cut == Cut::kFirst) return s.index == 0 ? SliceBytes{} : SliceBytes{false, {}};
+  const Pieces p = head_rows ? Pieces{hp.n_vocab, {output_rows(s, hp.n_vocab)}} : pieces(hp, s, cut);
+  if (p.parts <= 0) return {};
+  const auto cols = info.ne[0], rows = info.n_rows();
+  const uint64_t row = row_bytes(info.type, cols);
+  std::vector<ByteRun> runs;
+  if (is_vector(d)) {  // elements of the whole tensor
+    const int64_t per = cols * rows / p.parts;
+    for (Range r : p.runs) runs.push_back({row_bytes(info.type, r.begin * per), row_bytes(info.type, r.size() * per), 0, 1});
+  } else if (head_rows || axis_of(cut) == Axis::kRows) {
+    const int64_t per = rows / p.parts;
+    for (Range r : p.runs) runs.push_back({row * static_cast<uint64_t>(r.begin * per), row * static_cast<uint64_t>(r.size() * per), 0, 1});
+  } else {
+    const int64_t per = cols / p.parts;
+    for (Range r : p.runs) {
+      runs.push_back({row_bytes(info.type, r.begin * per), row_bytes(info.type, r.size() * per), row, static_cast<uint64_t>(rows)});
+    }
+  }
+  return {false, fold_runs(runs)};
+}
+
+Status check_slice_bytes(const SliceBytes& slice, uint64_t nbytes) {
+  if (slice.whole) return {};
+  if (slice.runs.size() > kMaxByteRuns) return make_error("{} byte runs (at most {})", slice.runs.size(), kMaxByteRuns);
+  for (const ByteRun& r : slice.runs) {
+    const uint64_t last = sat_mul(r.count - (r.count > 0 ? 1 : 0), r.stride);
+    const uint64_t end = sat_add(sat_add(r.offset, last), r.length);
+    if (r.length == 0 || r.count == 0 || (r.count > 1 && r.stride < r.length) || end == kSaturated || end > nbytes) {
+      return make_error("byte run (offset {}, length {}, stride {}, count {}) does not fit a tensor of {} bytes", r.offset,
+                        r.length, r.stride, r.count, nbytes);
+    }
+  }
+  return {};
+}
+
+void for_each_piece(const SliceBytes& slice, uint64_t from, uint64_t n,
+                    const std::function<void(uint64_t tensor_offset, uint64_t stream_offset, uint64_t length)>& f) {
+  if (slice.whole) {
+    if (n > 0) f(from, from, n);
+    return;
+  }
+  const uint64_t to = from + n;
+  uint64_t base = 0;  // stream offset of the current run's first byte
+  for (const ByteRun& r : slice.runs) {
+    const uint64_t size = r.length * r.count;
+    if (from < base + size && base < to) {
+      for (uint64_t i = (std::max(from, base) - base) / r.length; i < r.count && base + i * r.length < to; ++i) {
+        const uint64_t piece = base + i * r.length;
+        const uint64_t lo = std::max(from, piece), hi = std::min(to, piece + r.length);
+        f(r.offset + i * r.stride + (lo - piece), lo, hi - lo);
+      }
+    }
+    base += size;
+    if (base >= to) return;
+  }
+}
+
+uint64_t shard_tensor_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard,
+                            bool embeds) {
   const uint64_t held = held_bytes(info);
-  if (!shard.split()) return held;
-  const Cut cut = cut_of(decl);
-  if (cut == Cut::kFirst) return shard.index == 0 ? held : 0;
-  if (cut == Cut::kWhole) return held;
-  const Pieces p = pieces(hp, shard, cut);
-  if (p.parts <= 0) return held;
-  const long double share = static_cast<long double>(run_total(p)) / static_cast<long double>(p.parts);
+  const SliceBytes slice = shard_slice_bytes(hp, decl, info, shard, embeds);
+  if (slice.whole || info.nbytes == 0) return held;
+  // A slice repacks in the same proportion as the whole.
+  const long double share = static_cast<long double>(slice.bytes(info.nbytes)) / static_cast<long double>(info.nbytes);
   return static_cast<uint64_t>(share * held);
 }
 
 uint64_t shard_tensor_bytes(const Model& model, const std::string& name, const Shard& shard) {
   for (const Model::Tensor& t : model.tensors()) {
-    if (t.decl.name == name) return shard_tensor_bytes(model.hparams(), t.decl, *t.info, shard);
+    if (t.decl.name == name) return shard_tensor_bytes(model.hparams(), t.decl, *t.info, shard, true);
   }
   return 0;
 }
 
-void slice_weights(Weights& w, const Model& model, const Shard& s, const std::vector<uint8_t>& owned,
+void slice_weights(Weights& w, const Model& model, const Shard& s, const std::vector<uint8_t>& owned, bool embeds,
                    std::vector<AlignedBuffer>& storage) {
   if (!s.split()) return;
   const HParams& hp = model.hparams();
@@ -224,10 +326,12 @@ void slice_weights(Weights& w, const Model& model, const Shard& s, const std::ve
         },
         d.slot);
   }
-  // A tied head (no output.weight) reads token_embd: its rows of it.
+  // A tied head (no output.weight) reads token_embd: its rows of it. A member that does not embed
+  // keeps only those rows of token_embd (so only they are repacked, and received without the file).
   if (!model.has_output_weight()) {
     const Range v = output_rows(s, hp.n_vocab);
     w.global.output = w.global.output.slice_rows(v.begin, v.size());
+    if (!embeds && !w.global.token_embd.empty()) w.global.token_embd = w.global.output;
   }
 }
 

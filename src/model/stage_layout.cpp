@@ -160,7 +160,7 @@ StageBytes stage_bytes(const Model& model, const StageConfig& stage) {
   uint64_t weights = 0, file = 0;
   for (const Model::Tensor& t : model.tensors()) {
     if (!listed.count(t.decl.name)) continue;
-    const uint64_t held = shard_tensor_bytes(model.hparams(), t.decl, *t.info, stage.shard);
+    const uint64_t held = shard_tensor_bytes(model.hparams(), t.decl, *t.info, stage.shard, stage.input);
     weights = sat_add(weights, held);
     // The file's bytes of the same slice (a slice repacks in the same proportion as the whole).
     const uint64_t whole = held_bytes(*t.info);

@@ -43,7 +43,7 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
   STRATA_TRY(check_shard(*r->model_, config.shard));
   STRATA_ASSIGN(r->weights_, r->model_->bind(config.tensors));
   r->layer_hp_ = shard_hparams(hp, config.shard);
-  slice_weights(r->weights_, *r->model_, config.shard, config.owned, r->sliced_);
+  slice_weights(r->weights_, *r->model_, config.shard, config.owned, config.input, r->sliced_);
   r->weight_bytes_ = stage_bytes(*r->model_, config).weights;
   r->pool_ = std::make_unique<tensor::ThreadPool>(config.n_threads);
   r->repack_weights();
@@ -103,7 +103,8 @@ void StageRunner::repack_weights() {
   if (repacked_.empty()) return;
   if (!model_->has_output_weight()) {  // the tied head reads the repacked token_embd (its shard's rows)
     const Range v = output_rows(config_.shard, model_->hparams().n_vocab);
-    weights_.global.output = weights_.global.token_embd.slice_rows(v.begin, v.size());
+    const bool rows_only = config_.shard.split() && !config_.input;  // slice_weights kept only those
+    weights_.global.output = rows_only ? weights_.global.token_embd : weights_.global.token_embd.slice_rows(v.begin, v.size());
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("repacked {} matrices for the prompt kernels: {:.1f} MiB -> {:.1f} MiB in {:.2f} s ({} threads, {:.2f} s CPU)",

@@ -55,6 +55,8 @@ struct MeshMember {
 
 class DataMesh final : public model::Collective {
  public:
+  // STRATA_LINK_SPIN_US overrides it (bench/README.md has the figures that chose it).
+  static constexpr int32_t kSpinUs = 200;
   // Joins as member `self`: connects to every later member and accepts one link from every earlier
   // one on `listener` (null only for member 0), within timeout_ms. Connections that fail the
   // handshake are dropped and the wait goes on until the deadline.
@@ -80,6 +82,7 @@ class DataMesh final : public model::Collective {
   std::vector<std::string> names_;
   int32_t timeout_ms_ = 30000;
   double delay_us_ = 0, mbit_ = 0;  // the wire emulation above; 0: none
+  int32_t spin_us_ = kSpinUs;        // how long an exchange retries before it sleeps in poll
   uint32_t sequence_ = 0;
   std::vector<std::vector<float>> received_;
   std::vector<float> sum_;

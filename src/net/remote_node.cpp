@@ -70,6 +70,26 @@ Result<NodeFacts> RemoteNode::hello() {
   return f;
 }
 
+// The slices a worker asked for instead of whole tensors, checked against the model's tensors.
+Result<std::map<std::string, model::SliceBytes>> RemoteNode::requested_slices(const v1::PrepareReply& prepared,
+                                                                             const gguf::File& model_file) const {
+  std::map<std::string, model::SliceBytes> out;
+  for (const v1::TensorSlice& s : prepared.slices()) {
+    const gguf::TensorInfo* t = model_file.find_tensor(s.name());
+    if (!t) return make_error("worker {} asked for a slice of tensor '{}', which the model does not have", endpoint_, s.name().substr(0, 128));
+    model::SliceBytes slice{false, {}};
+    if (static_cast<size_t>(s.runs_size()) > model::kMaxByteRuns) {
+      return make_error("worker {} asked for {} byte runs of '{}' (at most {})", endpoint_, s.runs_size(), s.name(), model::kMaxByteRuns);
+    }
+    for (const v1::ByteRun& r : s.runs()) slice.runs.push_back({r.offset(), r.length(), r.stride(), r.count()});
+    if (auto ok = model::check_slice_bytes(slice, t->nbytes); !ok.ok()) {
+      return make_error("worker {} asked for a bad slice of '{}': {}", endpoint_, s.name(), ok.error().message);
+    }
+    out[s.name()] = std::move(slice);
+  }
+  return out;
+}
+
 Result<uint64_t> RemoteNode::load(const v1::StageSpec& spec, const gguf::File& model_file,
                                   const std::function<void(const LoadProgress&)>& on_progress) {
   v1::PrepareReply prepared;
@@ -86,17 +106,25 @@ Result<uint64_t> RemoteNode::load(const v1::StageSpec& spec, const gguf::File& m
     grpc::ClientContext ctx;
     prepare(ctx, kLoadTimeoutMs);
     v1::PushReply pushed;
+    STRATA_ASSIGN(auto slices, requested_slices(prepared, model_file));
     auto writer = stub_->PushTensors(&ctx, &pushed);
     for (const std::string& name : prepared.missing()) {
       const gguf::TensorInfo* t = model_file.find_tensor(name);
       if (!t) return make_error("worker {} asked for tensor '{}', which the model does not have", endpoint_, name);
       const uint8_t* data = model_file.tensor_data(*t);
-      for (uint64_t off = 0; off < t->nbytes; off += kChunkBytes) {
+      const auto slice = slices.find(name);
+      const model::SliceBytes whole;
+      const model::SliceBytes& wanted = slice == slices.end() ? whole : slice->second;
+      const uint64_t total = wanted.bytes(t->nbytes);
+      for (uint64_t off = 0; off < total; off += kChunkBytes) {
         v1::TensorChunk chunk;
         chunk.set_session(spec.session());
         chunk.set_name(name);
         chunk.set_offset(off);
-        chunk.set_data(data + off, std::min<uint64_t>(kChunkBytes, t->nbytes - off));
+        std::string* bytes = chunk.mutable_data();
+        bytes->reserve(std::min<uint64_t>(kChunkBytes, total - off));
+        model::for_each_piece(wanted, off, std::min<uint64_t>(kChunkBytes, total - off),
+                              [&](uint64_t at, uint64_t, uint64_t n) { bytes->append(reinterpret_cast<const char*>(data + at), n); });
         if (!writer->Write(chunk)) break;
         progress.bytes_sent += chunk.data().size();
         progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

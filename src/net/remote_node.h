@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 #include "base/result.h"
 #include "exec/stage_executor.h"
 #include "gguf/gguf.h"
+#include "model/shard.h"
 #include "net/credentials.h"
 #include "strata.grpc.pb.h"
 
@@ -45,6 +47,8 @@ class RemoteNode {
   RemoteNode() = default;
   void prepare(grpc::ClientContext& ctx, int32_t timeout_ms) const;
   Error failure(const char* call, const grpc::Status& s) const;
+  Result<std::map<std::string, model::SliceBytes>> requested_slices(const v1::PrepareReply& prepared,
+                                                                    const gguf::File& model_file) const;
 
   std::string endpoint_;
   LinkSecurity security_;

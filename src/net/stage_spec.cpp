@@ -60,6 +60,12 @@ Result<model::Shard> parse_shard(const v1::ShardSpec& s, const model::HParams& h
 
 }  // namespace
 
+const model::SliceBytes& ParsedStage::slice_of(const std::string& name) const {
+  static const model::SliceBytes kWhole;
+  auto it = slices.find(name);
+  return it == slices.end() ? kWhole : it->second;
+}
+
 Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threads) {
   ParsedStage p;
   if (spec.session().empty() || spec.session().size() > 128) return make_error("session id must be 1..128 bytes");
@@ -130,8 +136,13 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
   uint64_t weight_bytes = 0;
   for (const auto& [name, info] : p.stage_tensors) {
     auto d = decls.find(name);
-    weight_bytes = sat_add(weight_bytes, d == decls.end() ? model::held_bytes(info)
-                                                          : model::shard_tensor_bytes(hp, d->second, info, c.shard));
+    if (d == decls.end()) {
+      weight_bytes = sat_add(weight_bytes, model::held_bytes(info));
+      continue;
+    }
+    weight_bytes = sat_add(weight_bytes, model::shard_tensor_bytes(hp, d->second, info, c.shard, c.input));
+    model::SliceBytes slice = model::shard_slice_bytes(hp, d->second, info, c.shard, c.input);
+    if (!slice.whole) p.slices.emplace(name, std::move(slice));
   }
   p.bytes = model::stage_bytes(hp, *arch, c, weight_bytes);
   return p;
@@ -146,7 +157,7 @@ Result<std::unique_ptr<model::StageRunner>> load_stage_runner(const ParsedStage&
     std::vector<std::shared_ptr<const void>> keep_alive;
     std::map<std::string, const uint8_t*> data;
     for (const auto& [name, info] : stage.stage_tensors) {
-      STRATA_ASSIGN(std::shared_ptr<const MappedFile> mapped, store.map_cached(stage.model_sha256, info));
+      STRATA_ASSIGN(std::shared_ptr<const MappedFile> mapped, store.map_cached(stage.model_sha256, info, stage.slice_of(name)));
       data[name] = mapped->data();
       keep_alive.push_back(mapped);
     }

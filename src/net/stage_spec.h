@@ -17,7 +17,8 @@ namespace strata::net {
 
 // 3: every request is a client stream; StageSpec names the endpoints a worker may forward to.
 // 4: tensor split (StageSpec.shard, JoinMesh).
-inline constexpr uint32_t kProtocolVersion = 4;
+// 5: a tensor-split member without the file receives only its slices (PrepareReply.slices).
+inline constexpr uint32_t kProtocolVersion = 5;
 
 struct ParsedStage {
   std::string session;
@@ -29,6 +30,9 @@ struct ParsedStage {
   model::StageBytes bytes;    // model::stage_bytes of config: what the admission check compares
   std::set<std::string> forward_to;  // the only endpoints this stage may forward hidden states to
   std::string mesh_secret;           // tensor split: the load's link secret (net::link_key)
+  // Tensor split: the stage tensors this member reads only part of, and which bytes (the rest whole).
+  std::map<std::string, model::SliceBytes> slices;
+  const model::SliceBytes& slice_of(const std::string& name) const;
 };
 
 // Validates every field: ids, hash format, metadata, tensor shapes, layer indices, sizes. The stage

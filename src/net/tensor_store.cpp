@@ -1,13 +1,13 @@
 #include "net/tensor_store.h"
 
 #include <fcntl.h>
+#include <openssl/sha.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "net/model_identity.h"
 
@@ -72,22 +72,39 @@ std::string TensorStore::model_path(const std::string& sha256) const {
   return it == models_.end() ? "" : it->second;
 }
 
-std::string TensorStore::cached_path(const std::string& sha256, const std::string& name) const {
+std::string TensorStore::cached_path(const std::string& sha256, const std::string& name,
+                                     const model::SliceBytes& slice) const {
   // Tensor names come from the network: hex-encode them so no name can escape the folder.
   std::string encoded;
   for (unsigned char c : name) encoded += fmt::format("{:02x}", c);
-  return cache_dir_ + "/tensors/" + sha256 + "/" + encoded;
+  std::string path = cache_dir_ + "/tensors/" + sha256 + "/" + encoded;
+  if (slice.whole) return path;
+  // A slice's name: a hash of its runs, so another member's slice is never taken for this one.
+  std::string runs;
+  for (const model::ByteRun& r : slice.runs) runs += fmt::format("{},{},{},{};", r.offset, r.length, r.stride, r.count);
+  uint8_t digest[SHA256_DIGEST_LENGTH];
+  ::SHA256(reinterpret_cast<const uint8_t*>(runs.data()), runs.size(), digest);
+  path += ".slice-";
+  for (int i = 0; i < 12; ++i) path += fmt::format("{:02x}", digest[i]);
+  return path;
 }
 
-bool TensorStore::has_cached(const std::string& sha256, const gguf::TensorInfo& t) const {
+bool TensorStore::has_cached(const std::string& sha256, const gguf::TensorInfo& t, const model::SliceBytes& slice) const {
   std::error_code ec;
-  const auto size = fs::file_size(cached_path(sha256, t.name), ec);
-  return !ec && size == t.nbytes;
+  const auto whole = fs::file_size(cached_path(sha256, t.name, {}), ec);
+  if (!ec && whole == t.nbytes) return true;
+  if (slice.whole) return false;
+  const auto sliced = fs::file_size(cached_path(sha256, t.name, slice), ec);
+  return !ec && sliced == t.nbytes;
 }
 
-Result<std::shared_ptr<const MappedFile>> TensorStore::map_cached(const std::string& sha256, const gguf::TensorInfo& t) const {
-  if (!has_cached(sha256, t)) return make_error("tensor '{}' is not in the cache", t.name);
-  return MappedFile::open(cached_path(sha256, t.name));
+Result<std::shared_ptr<const MappedFile>> TensorStore::map_cached(const std::string& sha256, const gguf::TensorInfo& t,
+                                                                  const model::SliceBytes& slice) const {
+  std::error_code ec;
+  const auto whole = fs::file_size(cached_path(sha256, t.name, {}), ec);
+  if (!ec && whole == t.nbytes) return MappedFile::open(cached_path(sha256, t.name, {}));
+  if (!has_cached(sha256, t, slice)) return make_error("tensor '{}' is not in the cache", t.name);
+  return MappedFile::open(cached_path(sha256, t.name, slice));
 }
 
 TensorStore::Upload::Upload(TensorStore& store) : store_(store) {
@@ -100,26 +117,48 @@ TensorStore::Upload::~Upload() {
   for (const auto& [path, written] : partial_) fs::remove(path, ec);
 }
 
-Status TensorStore::Upload::write_chunk(const std::string& sha256, const gguf::TensorInfo& t, uint64_t offset,
-                                        const std::string& bytes) {
-  const std::string final_path = store_.cached_path(sha256, t.name);
+namespace {
+
+// Writes `bytes` (stream offset `offset` of the slice) where they belong in the tensor's file.
+bool scatter(int fd, const model::SliceBytes& slice, uint64_t offset, const std::string& bytes) {
+  bool ok = true;
+  model::for_each_piece(slice, offset, bytes.size(), [&](uint64_t at, uint64_t from, uint64_t n) {
+    const char* src = bytes.data() + (from - offset);
+    while (ok && n > 0) {
+      const ssize_t k = ::pwrite(fd, src, n, static_cast<off_t>(at));
+      if (k <= 0) ok = false;
+      else src += k, at += static_cast<uint64_t>(k), n -= static_cast<uint64_t>(k);
+    }
+  });
+  return ok;
+}
+
+}  // namespace
+
+Status TensorStore::Upload::write_chunk(const std::string& sha256, const gguf::TensorInfo& t,
+                                        const model::SliceBytes& slice, uint64_t offset, const std::string& bytes) {
+  const std::string final_path = store_.cached_path(sha256, t.name, slice);
   const std::string partial = fmt::format("{}.partial-{}-{}", final_path, ::getpid(), id_);
+  const uint64_t total = slice.bytes(t.nbytes);
   auto it = partial_.find(partial);
   const uint64_t written = offset == 0 || it == partial_.end() ? 0 : it->second;
   if (offset != written) {
     return make_error("tensor '{}': chunk at offset {} but {} bytes were received so far", t.name, offset, written);
   }
-  if (bytes.size() > t.nbytes - written) {
-    return make_error("tensor '{}': chunk runs past the tensor's {} bytes", t.name, t.nbytes);
+  if (bytes.size() > total - written) {
+    return make_error("tensor '{}': chunk runs past the {}'s {} bytes", t.name, slice.whole ? "tensor" : "slice", total);
   }
   std::error_code ec;
   fs::create_directories(fs::path(final_path).parent_path(), ec);
-  std::ofstream out(partial, offset == 0 ? std::ios::binary | std::ios::trunc : std::ios::binary | std::ios::app);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
+  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (offset == 0 ? O_TRUNC : 0), 0644);
+  if (fd < 0) return make_error("cache: cannot write {}", partial);
+  // A slice's file has the tensor's size from the start; its holes take no disk and are never read.
+  bool ok = offset != 0 || slice.whole || ::ftruncate(fd, static_cast<off_t>(t.nbytes)) == 0;
+  ok = ok && scatter(fd, slice, offset, bytes);
+  ok = ::close(fd) == 0 && ok;
   partial_[partial] = written + bytes.size();
-  if (!out) return make_error("cache: cannot write {}", partial);
-  if (written + bytes.size() == t.nbytes) {
+  if (!ok) return make_error("cache: cannot write {}", partial);
+  if (written + bytes.size() == total) {
     partial_.erase(partial);
     fs::rename(partial, final_path, ec);
     if (ec) return make_error("cache: cannot rename {}: {}", partial, ec.message());

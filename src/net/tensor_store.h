@@ -11,6 +11,7 @@
 
 #include "base/result.h"
 #include "gguf/gguf.h"
+#include "model/shard.h"
 
 namespace strata::net {
 
@@ -38,12 +39,17 @@ class TensorStore {
   // A local model file with this content hash, or "" if none.
   std::string model_path(const std::string& sha256) const;
 
-  bool has_cached(const std::string& sha256, const gguf::TensorInfo& t) const;
-  Result<std::shared_ptr<const MappedFile>> map_cached(const std::string& sha256, const gguf::TensorInfo& t) const;
+  // A tensor is cached whole, or as a slice: a sparse file of the tensor's size that holds only the
+  // slice's bytes (a tensor-split member's), kept under a name of its own per slice. A whole copy
+  // serves every slice.
+  bool has_cached(const std::string& sha256, const gguf::TensorInfo& t, const model::SliceBytes& slice = {}) const;
+  Result<std::shared_ptr<const MappedFile>> map_cached(const std::string& sha256, const gguf::TensorInfo& t,
+                                                       const model::SliceBytes& slice = {}) const;
 
-  // The tensors one PushTensors stream is receiving. Each is written sequentially to a temporary file
-  // of the upload's own and renamed into the cache when complete; whatever is incomplete when the
-  // upload ends (the stream broke) is deleted, so a retry starts afresh.
+  // The tensors one PushTensors stream is receiving. Each is written sequentially (its bytes, or its
+  // slice's runs back to back) to a temporary file of the upload's own and renamed into the cache
+  // when complete; whatever is incomplete when the upload ends (the stream broke) is deleted, so a
+  // retry starts afresh. A slice that reads nothing is complete with one empty chunk at offset 0.
   class Upload {
    public:
     explicit Upload(TensorStore& store);
@@ -51,7 +57,12 @@ class TensorStore {
     Upload(const Upload&) = delete;
     Upload& operator=(const Upload&) = delete;
     // A chunk at offset 0 (re)starts the tensor; any other offset must continue where it stopped.
-    Status write_chunk(const std::string& sha256, const gguf::TensorInfo& t, uint64_t offset, const std::string& bytes);
+    // `slice` must have passed model::check_slice_bytes against t.nbytes.
+    Status write_chunk(const std::string& sha256, const gguf::TensorInfo& t, const model::SliceBytes& slice,
+                       uint64_t offset, const std::string& bytes);
+    Status write_chunk(const std::string& sha256, const gguf::TensorInfo& t, uint64_t offset, const std::string& bytes) {
+      return write_chunk(sha256, t, {}, offset, bytes);
+    }
 
    private:
     TensorStore& store_;
@@ -60,7 +71,7 @@ class TensorStore {
   };
 
  private:
-  std::string cached_path(const std::string& sha256, const std::string& name) const;
+  std::string cached_path(const std::string& sha256, const std::string& name, const model::SliceBytes& slice) const;
 
   std::string cache_dir_, model_dir_;
   mutable std::mutex mu_;

@@ -134,9 +134,24 @@ Status WorkerService::PrepareStage(grpc::ServerContext* ctx, grpc::ServerReader<
     reply->set_source("local file " + session->local_path);
   } else {
     for (const auto& [name, info] : session->stage.stage_tensors) {
-      if (store_.has_cached(spec->model_sha256(), info)) continue;
+      const model::SliceBytes& slice = session->stage.slice_of(name);
+      if (store_.has_cached(spec->model_sha256(), info, slice)) continue;
+      if (!slice.whole && slice.runs.empty()) {  // this member reads none of it: nothing to send
+        TensorStore::Upload empty(store_);
+        if (auto s = empty.write_chunk(spec->model_sha256(), info, slice, 0, {}); !s.ok()) {
+          return error_status(StatusCode::INTERNAL, s.error().message);
+        }
+        continue;
+      }
       reply->add_missing(name);
-      missing_bytes += info.nbytes;
+      missing_bytes = sat_add(missing_bytes, slice.bytes(info.nbytes));
+      if (slice.whole) continue;
+      v1::TensorSlice* out = reply->add_slices();
+      out->set_name(name);
+      for (const model::ByteRun& r : slice.runs) {
+        v1::ByteRun* run = out->add_runs();
+        run->set_offset(r.offset), run->set_length(r.length), run->set_stride(r.stride), run->set_count(r.count);
+      }
     }
     reply->set_source(reply->missing_size() == 0 ? "cache" : "coordinator");
   }
@@ -175,10 +190,11 @@ Status WorkerService::PushTensors(grpc::ServerContext* ctx, grpc::ServerReader<v
       return error_status(StatusCode::INVALID_ARGUMENT, "tensor '" + chunk.name() + "' is not part of this stage");
     }
     const std::string& sha = session->stage.model_sha256;
-    auto s = upload.write_chunk(sha, it->second, chunk.offset(), chunk.data());
+    const model::SliceBytes& slice = session->stage.slice_of(chunk.name());
+    auto s = upload.write_chunk(sha, it->second, slice, chunk.offset(), chunk.data());
     if (!s.ok()) return invalid(s.error());
     received += chunk.data().size();
-    if (store_.has_cached(sha, it->second)) ++completed;
+    if (store_.has_cached(sha, it->second, slice)) ++completed;
   }
   reply->set_bytes_received(received);
   reply->set_tensors_completed(completed);

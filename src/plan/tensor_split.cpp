@@ -180,7 +180,7 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
     uint64_t read = 0;
     for (const model::Model::Tensor& t : model.tensors()) {
       if (!held.count(t.decl.name) || t.decl.name == embd) continue;
-      uint64_t bytes = model::shard_tensor_bytes(hp, t.decl, *t.info, st.shard);
+      uint64_t bytes = model::shard_tensor_bytes(hp, t.decl, *t.info, st.shard, st.input);
       if (t.decl.n_experts > hp.n_expert_used) bytes = bytes / uint64_t(t.decl.n_experts) * uint64_t(hp.n_expert_used);
       read = sat_add(read, bytes);
     }

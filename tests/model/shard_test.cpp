@@ -5,7 +5,6 @@
 // whatever the members' thread counts.
 #include <gtest/gtest.h>
 
-#include <barrier>
 #include <cmath>
 #include <thread>
 #include <vector>
@@ -14,41 +13,11 @@
 #include "model/shard.h"
 #include "model/stage_runner.h"
 #include "testing/golden.h"
+#include "testing/thread_group.h"
 #include "testing/shared_data.h"
 
 namespace strata::model {
 namespace {
-
-// Members meet at a barrier, read each other's buffers and add them in member order.
-class ThreadGroup {
- public:
-  explicit ThreadGroup(int32_t n) : barrier_(n), data_(n) {}
-
-  class Member final : public Collective {
-   public:
-    Member(ThreadGroup& g, int32_t index) : g_(g), index_(index) {}
-    void all_reduce_sum(float* data, int64_t n) override {
-      g_.data_[index_] = data;
-      g_.barrier_.arrive_and_wait();
-      sum_.assign(g_.data_[0], g_.data_[0] + n);
-      for (size_t m = 1; m < g_.data_.size(); ++m) {
-        for (int64_t i = 0; i < n; ++i) sum_[i] += g_.data_[m][i];
-      }
-      g_.barrier_.arrive_and_wait();  // nobody writes before everybody has read
-      std::copy(sum_.begin(), sum_.end(), data);
-    }
-    Status error() const override { return {}; }
-
-   private:
-    ThreadGroup& g_;
-    int32_t index_;
-    std::vector<float> sum_;
-  };
-
- private:
-  std::barrier<> barrier_;
-  std::vector<float*> data_;
-};
 
 StageConfig whole_config(const Model& m, int32_t threads) {
   StageConfig c;
@@ -83,7 +52,7 @@ std::vector<float> split_logits(const std::shared_ptr<const Model>& m, const Bat
   const int32_t n = static_cast<int32_t>(shards.size());
   const int32_t V = m->hparams().n_vocab;
   std::vector<float> out(batch.size() * V, 0.0f);
-  ThreadGroup group(n);
+  testing::ThreadGroup group(n);
   std::vector<std::thread> members;
   for (int32_t i = 0; i < n; ++i) {
     members.emplace_back([&, i] {
@@ -91,7 +60,7 @@ std::vector<float> split_logits(const std::shared_ptr<const Model>& m, const Bat
       c.shard = shards[i];
       auto r = StageRunner::create(m, c);
       ASSERT_TRUE(r.ok()) << r.error().message;
-      ThreadGroup::Member link(group, i);
+      testing::ThreadGroup::Member link(group, i);
       (*r)->set_collective(&link);
       std::vector<float> hidden;
       (*r)->embed(batch, hidden);

@@ -41,6 +41,49 @@ std::vector<fs::path> files_under(const fs::path& dir) {
 
 std::string bytes_of(const MappedFile& m) { return std::string(reinterpret_cast<const char*>(m.data()), m.size()); }
 
+// A tensor-split member's slice: the runs' bytes arrive back to back and land where they belong in a
+// sparse file of the tensor's size; it serves only that slice, and a whole copy serves every slice.
+TEST(TensorStore, a_slice_lands_at_its_offsets_and_serves_only_that_slice) {
+  testing::ScratchDir dir("store_slice");
+  TensorStore store(dir.path().string(), "");
+  const gguf::TensorInfo t = tensor("blk.0.ffn_down.weight", 64);
+  const model::SliceBytes slice{false, {{4, 4, 0, 1}, {16, 2, 10, 3}}};  // bytes 4-7, 16-17, 26-27, 36-37
+  const model::SliceBytes other{false, {{0, 4, 0, 1}}};
+  {
+    TensorStore::Upload up(store);
+    ASSERT_TRUE(up.write_chunk(kSha, t, slice, 0, "ABCDab").ok());
+    EXPECT_FALSE(store.has_cached(kSha, t, slice));
+    EXPECT_FALSE(up.write_chunk(kSha, t, slice, 5, "x").ok());            // not where it stopped
+    EXPECT_FALSE(up.write_chunk(kSha, t, slice, 6, "cdefg").ok());        // past the slice's 10 bytes
+    ASSERT_TRUE(up.write_chunk(kSha, t, slice, 6, "cdef").ok());
+  }
+  EXPECT_TRUE(store.has_cached(kSha, t, slice));
+  EXPECT_FALSE(store.has_cached(kSha, t, other));
+  EXPECT_FALSE(store.has_cached(kSha, t));  // not the whole tensor
+  auto m = store.map_cached(kSha, t, slice);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  ASSERT_EQ((*m)->size(), 64u);
+  const std::string got = bytes_of(**m);
+  EXPECT_EQ(got.substr(4, 4), "ABCD");
+  EXPECT_EQ(got.substr(16, 2), "ab");
+  EXPECT_EQ(got.substr(26, 2), "cd");
+  EXPECT_EQ(got.substr(36, 2), "ef");
+  EXPECT_EQ(got.substr(0, 4), std::string(4, '\0'));  // a hole
+
+  // A slice that reads nothing is complete with one empty chunk.
+  const model::SliceBytes none{false, {}};
+  TensorStore::Upload up(store);
+  ASSERT_TRUE(up.write_chunk(kSha, t, none, 0, "").ok());
+  EXPECT_TRUE(store.has_cached(kSha, t, none));
+
+  // Once the whole tensor is cached, it serves every slice.
+  ASSERT_TRUE(up.write_chunk(kSha, t, 0, std::string(64, 'w')).ok());
+  EXPECT_TRUE(store.has_cached(kSha, t, other));
+  auto w = store.map_cached(kSha, t, other);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(bytes_of(**w), std::string(64, 'w'));
+}
+
 TEST(TensorStore, chunks_in_order_make_a_cached_tensor) {
   testing::ScratchDir dir("store_order");
   TensorStore store(dir.path().string(), "");

@@ -46,9 +46,11 @@ std::vector<float> reference_logits(runtime::EngineOptions o, const std::vector<
 }
 
 // Positions' logits against one node's: within the golden max-abs tolerance, and the same argmax
-// wherever one node's top two differ by more than twice that.
+// wherever one node's top two differ by more than twice that. The rows after the prompt follow each
+// side's own greedy picks, so they are compared only up to the first pick that was that close a call
+// (either side may take it; the random synthetic models have such near-ties).
 void expect_close_to_one_node(const std::vector<float>& got, const std::vector<float>& want, int32_t n_vocab,
-                              double tolerance, const std::string& what) {
+                              size_t n_prompt, double tolerance, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   ASSERT_FALSE(got.empty()) << what;
   for (size_t row = 0; row * n_vocab < want.size(); ++row) {
@@ -59,9 +61,11 @@ void expect_close_to_one_node(const std::vector<float>& got, const std::vector<f
     EXPECT_LE(worst, tolerance) << what << ", row " << row;
     std::vector<float> top(w, w + n_vocab);
     std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<>());
-    if (top[0] - top[1] > 2 * tolerance) {
+    const bool clear = top[0] - top[1] > 2 * tolerance;
+    if (clear) {
       EXPECT_EQ(std::max_element(g, g + n_vocab) - g, std::max_element(w, w + n_vocab) - w) << what << ", row " << row;
     }
+    if (row + 1 >= n_prompt && !clear) return;  // the next row decodes this row's pick
   }
 }
 
@@ -85,7 +89,7 @@ TEST_F(TensorSplit, golden_models_over_two_and_three_members_match_one_node_and_
       const std::vector<float> got =
           reference_logits(tensor_options(g.model_path, splits[s].ts, workers), g.prompt_tokens, 4);
       const std::string what = std::string(name) + ", " + splits[s].name;
-      expect_close_to_one_node(got, one, g.n_vocab, g.tolerance.max_abs, what);
+      expect_close_to_one_node(got, one, g.n_vocab, g.prompt_tokens.size(), g.tolerance.max_abs, what);
       // The prompt rows against llama.cpp's golden logits.
       double worst = 0;
       for (size_t pos = 0; pos < g.logits.size() && !got.empty(); ++pos) {
@@ -147,6 +151,45 @@ TEST(TensorSplitFault, a_member_killed_mid_token_fails_the_request_naming_it_the
   const std::vector<int32_t> got = testing::greedy_tokens(**e, prompt, 16, &st);
   ASSERT_TRUE(st.ok()) << st.error().message;
   EXPECT_EQ(got, want);
+}
+
+
+// A worker without the model file receives only the bytes of its slices (and its head's rows of a
+// tied token_embd, as it does not embed), keeps them as sparse slices in its cache, and needs
+// nothing the next time.
+TEST(TensorSplitLoad, a_member_without_the_file_receives_only_its_slices) {
+  STRATA_SHARED_FILE(model, "models/synth/llama-dense-q8_0.gguf");
+  TestCluster cluster(1, 1, "tensor-slices");
+  ASSERT_TRUE(cluster.ok()) << cluster.error();
+  runtime::EngineOptions o = testing::cluster_options(model, cluster);
+  o.cluster.split_mode = plan::SplitMode::kTensor;
+  o.cluster.tensor_split = {1, 1};
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 432, 383, 286};
+  std::vector<int32_t> first;
+  uint64_t whole = 0;
+  {
+    auto e = runtime::Engine::load(o);
+    ASSERT_TRUE(e.ok()) << e.error().message;
+    ASSERT_EQ((*e)->loads().size(), 1u);
+    for (const std::string& name : (*e)->plan().node_stages[1].tensors) {
+      whole += (*e)->model().file().find_tensor(name)->nbytes;
+    }
+    const uint64_t sent = (*e)->loads()[0].bytes_sent;
+    EXPECT_GT(sent, whole * 4 / 10) << "of " << whole;
+    EXPECT_LT(sent, whole * 6 / 10) << "of " << whole;
+    Status st;
+    first = testing::greedy_tokens(**e, prompt, 8, &st);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+  }
+  auto again = runtime::Engine::load(o);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ((*again)->loads()[0].bytes_sent, 0u);
+  Status st;
+  EXPECT_EQ(testing::greedy_tokens(**again, prompt, 8, &st), first);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  auto one = runtime::Engine::load(testing::single_node_options(model));
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  EXPECT_EQ(testing::greedy_tokens(**one, prompt, 8, &st), first);
 }
 
 }  // namespace

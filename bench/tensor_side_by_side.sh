@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Tensor split (-sm tensor) side by side with llama.cpp's, on one file, interleaved in one run:
+#   bench/tensor_side_by_side.sh MODEL.gguf [ROUNDS] [N_GEN]
+# Each round runs, every node with 1 thread, tg N_GEN (default 128):
+#   strata   1 node                     strata bench -t 1
+#   strata   this machine + 1 worker    --local-workers 1 --worker-threads 1 -sm tensor -ts 1,1
+#   strata   2 workers (coordinator only embeds, samples, merges: llama.cpp's shape)
+#                                       --local-workers 2 --worker-threads 1 -sm tensor -ts 1,1
+#   llama.cpp 1 node                    llama-bench -t 1
+#   llama.cpp 2 ggml-rpc-server (-t 1)  llama-bench --rpc A,B -sm tensor -ts 1/1
+# and prints each row's best round, its ratio to the same tool's one node, and strata / llama.cpp.
+# Everything runs on this machine over loopback: run it quiet, nothing else on the cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STRATA=${STRATA:-build/src/cli/strata}
+model=${1:?usage: tensor_side_by_side.sh MODEL.gguf [ROUNDS] [N_GEN]}
+rounds=${2:-2}
+ngen=${3:-128}
+peer=../shared/peer/llama.cpp/run
+[[ -f $peer ]] || { echo "missing $peer (the reference llama.cpp)" >&2; exit 1; }
+out=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$out"; }
+trap cleanup EXIT
+
+# Two llama.cpp RPC workers, 1 thread each, on free ports.
+ports=()
+for i in 0 1; do
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  bash "$peer" ggml-rpc-server -H 127.0.0.1 -p "$port" -t 1 >"$out/rpc$i.log" 2>&1 &
+  pids+=($!)
+  ports+=("$port")
+done
+sleep 1
+rpc="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}"
+
+common=(-m "$model" -p 0 -n "$ngen" -r 2 -t 1 -o json)
+declare -A cmds=(
+  [s1]="$STRATA bench ${common[*]}"
+  [s2]="$STRATA bench ${common[*]} --local-workers 1 --worker-threads 1 -sm tensor -ts 1,1"
+  [s2w]="$STRATA bench ${common[*]} --local-workers 2 --worker-threads 1 -sm tensor -ts 1,1"
+  [l1]="bash $peer llama-bench ${common[*]}"
+  [l2]="bash $peer llama-bench ${common[*]} --rpc $rpc -sm tensor -ts 1/1"
+)
+order=(s1 s2 s2w l1 l2)
+for ((r = 1; r <= rounds; r++)); do
+  for k in "${order[@]}"; do
+    ${cmds[$k]} >"$out/$k.$r.json" 2>"$out/$k.$r.err" || { echo "$k failed:"; tail -5 "$out/$k.$r.err"; exit 1; }
+  done
+done
+
+python3 - "$out" "$rounds" "$(basename "$model")" "$ngen" <<'PY'
+import json, os, sys
+out, rounds, name, ngen = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def ts(k, r):
+    d = json.load(open(os.path.join(out, f"{k}.{r}.json")))
+    d = d if isinstance(d, list) else d.get("results", [d])
+    return max(x["avg_ts"] for x in d if x.get("n_gen"))
+best = {k: max(ts(k, r) for r in range(1, rounds + 1)) for k in ("s1", "s2", "s2w", "l1", "l2")}
+each = {k: " / ".join(f"{ts(k, r):.2f}" for r in range(1, rounds + 1)) for k in best}
+print(f"| {name}, tg{ngen}, 1 thread per node | t/s (best; each round) | x one node |")
+print("| --- | ---: | ---: |")
+rows = [("strata, 1 node", "s1", "s1"), ("strata -sm tensor, this machine + 1 worker", "s2", "s1"),
+        ("strata -sm tensor, 2 workers", "s2w", "s1"), ("llama.cpp, 1 node", "l1", "l1"),
+        ("llama.cpp -sm tensor, 2 ggml-rpc-server", "l2", "l1")]
+for title, k, base in rows:
+    print(f"| {title} | {best[k]:.2f} ({each[k]}) | {best[k] / best[base]:.2f}x |")
+print(f"\nstrata / llama.cpp: 1 node {best['s1'] / best['l1']:.2f}x, "
+      f"2 nodes tensor {max(best['s2'], best['s2w']) / best['l2']:.2f}x")
+PY
