@@ -26,12 +26,16 @@ trap cleanup EXIT
 # Two llama.cpp RPC workers, 1 thread each, on free ports.
 ports=()
 for i in 0 1; do
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  bash "$peer" ggml-rpc-server -H 127.0.0.1 -p "$port" -t 1 >"$out/rpc$i.log" 2>&1 &
-  pids+=($!)
-  ports+=("$port")
+  ports+=("$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')")
 done
-sleep 1
+start_rpc() {
+  for i in 0 1; do
+    bash "$peer" ggml-rpc-server -H 127.0.0.1 -p "${ports[$i]}" -t 1 >>"$out/rpc$i.log" 2>&1 &
+    pids+=($!)
+  done
+  sleep 1
+}
+start_rpc
 rpc="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}"
 
 common=(-m "$model" -p 0 -n "$ngen" -r 2 -t 1 -o json)
@@ -43,9 +47,20 @@ declare -A cmds=(
   [l2]="bash $peer llama-bench ${common[*]} --rpc $rpc -sm tensor -ts 1/1"
 )
 order=(s1 s2 s2w l1 l2)
+# A run that fails (llama.cpp's RPC client aborts when a worker crashes) is reported in the table
+# with its error and the rounds go on; the RPC workers are restarted for the next round.
 for ((r = 1; r <= rounds; r++)); do
   for k in "${order[@]}"; do
-    ${cmds[$k]} >"$out/$k.$r.json" 2>"$out/$k.$r.err" || { echo "$k failed:"; tail -5 "$out/$k.$r.err"; exit 1; }
+    if ! ${cmds[$k]} >"$out/$k.$r.json" 2>"$out/$k.$r.err"; then
+      grep -m1 -E "error|crashed|failed|abort" "$out/$k.$r.err" >"$out/$k.$r.fail" || tail -1 "$out/$k.$r.err" >"$out/$k.$r.fail"
+      echo "round $r: $k failed: $(cat "$out/$k.$r.fail")" >&2
+      rm -f "$out/$k.$r.json"
+      if [[ $k == l2 ]]; then
+        for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+        pids=()
+        start_rpc
+      fi
+    fi
   done
 done
 
@@ -53,18 +68,34 @@ python3 - "$out" "$rounds" "$(basename "$model")" "$ngen" <<'PY'
 import json, os, sys
 out, rounds, name, ngen = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 def ts(k, r):
-    d = json.load(open(os.path.join(out, f"{k}.{r}.json")))
+    path = os.path.join(out, f"{k}.{r}.json")
+    if not os.path.exists(path):
+        return None
+    d = json.load(open(path))
     d = d if isinstance(d, list) else d.get("results", [d])
     return max(x["avg_ts"] for x in d if x.get("n_gen"))
-best = {k: max(ts(k, r) for r in range(1, rounds + 1)) for k in ("s1", "s2", "s2w", "l1", "l2")}
-each = {k: " / ".join(f"{ts(k, r):.2f}" for r in range(1, rounds + 1)) for k in best}
+def fail(k):
+    for r in range(1, rounds + 1):
+        p = os.path.join(out, f"{k}.{r}.fail")
+        if os.path.exists(p):
+            return open(p).read().strip()[-120:]
+    return ""
+keys = ("s1", "s2", "s2w", "l1", "l2")
+runs = {k: [ts(k, r) for r in range(1, rounds + 1)] for k in keys}
+best = {k: max([v for v in runs[k] if v is not None], default=None) for k in keys}
 print(f"| {name}, tg{ngen}, 1 thread per node | t/s (best; each round) | x one node |")
 print("| --- | ---: | ---: |")
 rows = [("strata, 1 node", "s1", "s1"), ("strata -sm tensor, this machine + 1 worker", "s2", "s1"),
         ("strata -sm tensor, 2 workers", "s2w", "s1"), ("llama.cpp, 1 node", "l1", "l1"),
         ("llama.cpp -sm tensor, 2 ggml-rpc-server", "l2", "l1")]
 for title, k, base in rows:
-    print(f"| {title} | {best[k]:.2f} ({each[k]}) | {best[k] / best[base]:.2f}x |")
-print(f"\nstrata / llama.cpp: 1 node {best['s1'] / best['l1']:.2f}x, "
-      f"2 nodes tensor {max(best['s2'], best['s2w']) / best['l2']:.2f}x")
+    each = " / ".join("failed" if v is None else f"{v:.2f}" for v in runs[k])
+    if best[k] is None:
+        print(f"| {title} | failed every round: `{fail(k)}` | - |")
+    else:
+        print(f"| {title} | {best[k]:.2f} ({each}) | {best[k] / best[base]:.2f}x |" if best[base] else f"| {title} | {best[k]:.2f} ({each}) | - |")
+if best["s1"] and best["l1"]:
+    print(f"\nstrata / llama.cpp, 1 node: {best['s1'] / best['l1']:.2f}x")
+if best["l2"] and (best["s2"] or best["s2w"]):
+    print(f"strata / llama.cpp, 2 nodes tensor: {max(best['s2'] or 0, best['s2w'] or 0) / best['l2']:.2f}x")
 PY

@@ -43,7 +43,8 @@ std::string describe(const std::vector<Node>& nodes, int32_t n_layer, const Deci
     case K::kFinalPlacement:
       return "final placement: " + detail::placement_summary(nodes, d.owner);
     case K::kTensorSplit:
-      return fmt::format("-sm tensor: all {} layers sliced over {} by {}{}", n_layer, d.detail, d.flags, zero);
+      return fmt::format("-sm tensor: all {} layers sliced over {} by {}{}{}", n_layer, d.detail, d.flags, zero,
+                         d.why.empty() ? "" : "; " + d.why);
     case K::kTiedHeadCopy:
       return fmt::format("the output head is tied to token_embd.weight: {} holds a copy of it besides {}",
                          node_label(nodes, d.node), node_label(nodes, 0));

@@ -107,6 +107,7 @@ struct Decision {
   std::string agreeing_flags;      // kPinMovedLayers: a -ts giving the same placement, or why none can
   std::vector<int32_t> owner;      // split and final decisions: owners of layers 0..n_layer
   bool all_zero_split = false;     // -ts was all zeros, so usable memory split the layers (as in llama.cpp)
+  std::string why;                 // kTensorSplit: why a cut is made as it is (routed experts by rows)
 };
 // "split_by_flags", "pin_moved_layers", ...
 std::string_view kind_name(Decision::Kind kind);

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <set>
 
 #include "gguf/names.h"
@@ -122,6 +124,26 @@ std::vector<model::StageConfig> tensor_stages(const model::Model& model, const s
 
 // Per token: the embeddings out to every worker member, two sums per layer between every two
 // members, and each worker member's logits (its vocabulary rows) back.
+// Whole experts dealt to the members in proportion to their rows of each expert, and a token's k
+// experts picked uniformly at random: the expected count the busiest member runs (a multivariate
+// hypergeometric, enumerated; k is small). A row split runs k x (its share) on every member.
+double busiest_whole_expert_count(const std::vector<int32_t>& held, int32_t k) {
+  int32_t total = 0;
+  for (int32_t h : held) total += h;
+  const auto choose = [](int32_t n, int32_t r) {
+    double c = 1;
+    for (int32_t i = 0; i < r; ++i) c = c * (n - i) / (i + 1);
+    return r < 0 || r > n ? 0.0 : c;
+  };
+  const std::function<double(size_t, int32_t, int32_t)> walk = [&](size_t m, int32_t left, int32_t busiest) -> double {
+    if (m + 1 == held.size()) return choose(held[m], left) * std::max(busiest, left);
+    double sum = 0;
+    for (int32_t x = 0; x <= std::min(left, held[m]); ++x) sum += choose(held[m], x) * walk(m + 1, left - x, std::max(busiest, x));
+    return sum;
+  };
+  return walk(0, k, 0) / choose(total, k);
+}
+
 void add_exchanges(Plan& p, const model::HParams& hp) {
   const uint64_t row = uint64_t(hp.n_embd) * sizeof(float);
   const std::vector<int32_t>& m = p.tensor_group;
@@ -203,10 +225,18 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
     names += fmt::format("{}{} ({})", i ? ", " : "", node_label(p.nodes, g.members[i]), p.slices[g.members[i]]);
   }
   d.detail = names;
-  if (hp.n_expert > 0) {
-    d.detail += "; each routed expert is cut by rows rather than experts handed out whole, so whichever experts a "
-                "token picks cost every member the same share (whole experts would leave a member idle whenever "
-                "the router picks unevenly)";
+  if (hp.n_expert > 0 && hp.n_expert_used > 0 && hp.n_expert_used <= 64) {
+    std::vector<int32_t> held;
+    double busiest_rows = 0;
+    for (const model::Shard& s : shards) {
+      held.push_back(static_cast<int32_t>(std::lround(double(hp.n_expert) * s.ff_expert.size() / hp.n_ff_expert)));
+      busiest_rows = std::max(busiest_rows, double(hp.n_expert_used) * s.ff_expert.size() / hp.n_ff_expert);
+    }
+    const double whole = busiest_whole_expert_count(held, hp.n_expert_used);
+    d.why = fmt::format("each routed expert is cut by rows rather than handed out whole: with whole experts "
+                            "the busiest member would run {:.2f} of a token's {} experts on average (uniform "
+                            "routing), {:.2f}x the {:.2f} expert-equivalents its rows cost every token",
+                            whole, hp.n_expert_used, busiest_rows > 0 ? whole / busiest_rows : 0.0, busiest_rows);
   }
   d.all_zero_split = !request.tensor_split.empty() && g.flag_text == "usable memory";
   d.layers.resize(static_cast<size_t>(n_layer));

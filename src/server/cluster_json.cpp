@@ -20,6 +20,7 @@ nlohmann::json decision_json(const plan::Plan& p, const plan::Decision& d) {
   if (d.from_node >= 0) j["from_node"] = name(d.from_node);
   if (!d.rules.empty()) j["rules"] = d.rules;
   if (!d.agreeing_flags.empty()) j["agreeing_flags"] = d.agreeing_flags;
+  if (!d.why.empty()) j["why"] = d.why;
   if (!d.owner.empty()) {  // the node of each layer, the output head last
     nlohmann::json placement = nlohmann::json::array();
     for (int32_t n : d.owner) placement.push_back(name(n));

@@ -4,6 +4,9 @@
 
 #include "plan/plan.h"
 #include "plan_test_util.h"
+#include "testing/shared_data.h"
+
+#include <fmt/format.h>
 
 namespace strata::plan {
 namespace {
@@ -92,6 +95,33 @@ TEST_F(TensorPlan, a_member_over_its_memory_is_refused_naming_it) {
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().code, ErrorCode::kResourceExhausted);
   EXPECT_NE(p.error().message.find(kW2), std::string::npos) << p.error().message;
+}
+
+
+// The plan says why experts are cut by rows: the busiest member's expected load with whole experts
+// (two equal members: a hypergeometric over the token's picks, worked out here on its own).
+TEST(TensorPlanExperts, the_plan_gives_the_cost_of_whole_experts) {
+  STRATA_SHARED_FILE(path, "models/synth/qwen3moe-f32.gguf");
+  auto m = model::Model::open(path);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  Request r = request({1, 1});
+  r.split_mode = SplitMode::kTensor;
+  auto p = make_plan(**m, two_workers(), r);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  const model::HParams& hp = (*m)->hparams();
+  const int N = hp.n_expert, k = hp.n_expert_used, half = N / 2;
+  double busiest = 0, total = 0;
+  for (int x = 0; x <= k; ++x) {
+    double ways = 1;  // C(half, x) * C(half, k - x)
+    for (int i = 0; i < x; ++i) ways = ways * (half - i) / (i + 1);
+    for (int i = 0; i < k - x; ++i) ways = ways * (half - i) / (i + 1);
+    busiest += ways * std::max(x, k - x), total += ways;
+  }
+  const std::string want = fmt::format("the busiest member would run {:.2f} of a token's {} experts", busiest / total, k);
+  const std::string& detail = p->decisions.back().why;
+  EXPECT_NE(detail.find(want), std::string::npos) << detail;
+  EXPECT_NE(detail.find(fmt::format("{:.2f}x the {:.2f} expert-equivalents", busiest / total / (k / 2.0), k / 2.0)),
+            std::string::npos) << detail;
 }
 
 }  // namespace
