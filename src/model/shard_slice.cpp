@@ -252,6 +252,7 @@ Status check_slice_bytes(const SliceBytes& slice, uint64_t nbytes) {
                         r.length, r.stride, r.count, nbytes);
     }
   }
+  if (slice.bytes(nbytes) > nbytes) return make_error("byte runs of {} bytes in all, more than the tensor's {}", slice.bytes(nbytes), nbytes);
   return {};
 }
 

@@ -185,7 +185,8 @@ TEST(ShardBytes, strided_runs_walk_in_stream_order) {
   EXPECT_FALSE(check_slice_bytes({false, {{0, 0, 0, 1}}}, 100).ok());          // empty piece
   EXPECT_FALSE(check_slice_bytes({false, {{~0ull - 4, 8, 0, 1}}}, ~0ull).ok());  // offset + length wraps
   EXPECT_FALSE(check_slice_bytes({false, {{0, 1, ~0ull / 2, 3}}}, ~0ull).ok());  // stride x count wraps
-  EXPECT_FALSE(check_slice_bytes({false, std::vector<ByteRun>(kMaxByteRuns + 1, {0, 1, 0, 1})}, 100).ok());
+  EXPECT_FALSE(check_slice_bytes({false, std::vector<ByteRun>(kMaxByteRuns + 1, {0, 1, 0, 1})}, 100000).ok());
+  EXPECT_FALSE(check_slice_bytes({false, std::vector<ByteRun>(3, {0, 40, 0, 1})}, 100).ok());  // 120 bytes of 100
 }
 
 }  // namespace
