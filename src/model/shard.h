@@ -99,6 +99,12 @@ struct SliceBytes {
   uint64_t bytes(uint64_t nbytes) const;
   bool operator==(const SliceBytes&) const = default;
 };
+// A member that does not embed holds only its head's rows of a tied token_embd (the one rule for it:
+// what it reads, receives, slices and repacks).
+inline bool head_rows_only(const Shard& s, bool embeds) { return s.split() && !embeds; }
+// Bytes held (repacked size included) of a tensor's slice: a slice repacks in the same proportion as
+// the whole.
+uint64_t held_slice_bytes(const gguf::TensorInfo& info, const SliceBytes& slice);
 // What a stage with this shard reads of a tensor. `embeds`: the stage looks up token embeddings (it
 // reads token_embd whole); a member that does not reads a tied token_embd only as its head's rows.
 SliceBytes shard_slice_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard,

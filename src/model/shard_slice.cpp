@@ -218,7 +218,7 @@ SliceBytes shard_slice_bytes(const HParams& hp, const TensorDecl& d, const gguf:
                              bool embeds) {
   if (!s.split()) return {};
   const Cut cut = cut_of(d);
-  const bool head_rows = !embeds && is(d, &GlobalWeights::token_embd);  // a tied head's rows only
+  const bool head_rows = head_rows_only(s, embeds) && is(d, &GlobalWeights::token_embd);
   if (cut == Cut::kWhole && !head_rows) return {};
   if (cut == Cut::kFirst) return s.index == 0 ? SliceBytes{} : SliceBytes{false, {}};
   const Pieces p = head_rows ? Pieces{hp.n_vocab, {output_rows(s, hp.n_vocab)}} : pieces(hp, s, cut);
@@ -278,14 +278,16 @@ void for_each_piece(const SliceBytes& slice, uint64_t from, uint64_t n,
   }
 }
 
-uint64_t shard_tensor_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard,
-                            bool embeds) {
+uint64_t held_slice_bytes(const gguf::TensorInfo& info, const SliceBytes& slice) {
   const uint64_t held = held_bytes(info);
-  const SliceBytes slice = shard_slice_bytes(hp, decl, info, shard, embeds);
   if (slice.whole || info.nbytes == 0) return held;
-  // A slice repacks in the same proportion as the whole.
   const long double share = static_cast<long double>(slice.bytes(info.nbytes)) / static_cast<long double>(info.nbytes);
   return static_cast<uint64_t>(share * held);
+}
+
+uint64_t shard_tensor_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard,
+                            bool embeds) {
+  return held_slice_bytes(info, shard_slice_bytes(hp, decl, info, shard, embeds));
 }
 
 uint64_t shard_tensor_bytes(const Model& model, const std::string& name, const Shard& shard) {
@@ -332,7 +334,7 @@ void slice_weights(Weights& w, const Model& model, const Shard& s, const std::ve
   if (!model.has_output_weight()) {
     const Range v = output_rows(s, hp.n_vocab);
     w.global.output = w.global.output.slice_rows(v.begin, v.size());
-    if (!embeds && !w.global.token_embd.empty()) w.global.token_embd = w.global.output;
+    if (head_rows_only(s, embeds) && !w.global.token_embd.empty()) w.global.token_embd = w.global.output;
   }
 }
 

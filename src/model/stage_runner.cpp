@@ -103,8 +103,8 @@ void StageRunner::repack_weights() {
   if (repacked_.empty()) return;
   if (!model_->has_output_weight()) {  // the tied head reads the repacked token_embd (its shard's rows)
     const Range v = output_rows(config_.shard, model_->hparams().n_vocab);
-    const bool rows_only = config_.shard.split() && !config_.input;  // slice_weights kept only those
-    weights_.global.output = rows_only ? weights_.global.token_embd : weights_.global.token_embd.slice_rows(v.begin, v.size());
+    weights_.global.output = head_rows_only(config_.shard, config_.input) ? weights_.global.token_embd
+                                                                          : weights_.global.token_embd.slice_rows(v.begin, v.size());
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("repacked {} matrices for the prompt kernels: {:.1f} MiB -> {:.1f} MiB in {:.2f} s ({} threads, {:.2f} s CPU)",

@@ -140,8 +140,8 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
       weight_bytes = sat_add(weight_bytes, model::held_bytes(info));
       continue;
     }
-    weight_bytes = sat_add(weight_bytes, model::shard_tensor_bytes(hp, d->second, info, c.shard, c.input));
     model::SliceBytes slice = model::shard_slice_bytes(hp, d->second, info, c.shard, c.input);
+    weight_bytes = sat_add(weight_bytes, model::held_slice_bytes(info, slice));
     if (!slice.whole) p.slices.emplace(name, std::move(slice));
   }
   p.bytes = model::stage_bytes(hp, *arch, c, weight_bytes);

@@ -89,22 +89,25 @@ std::string TensorStore::cached_path(const std::string& sha256, const std::strin
   return path;
 }
 
+std::string TensorStore::serving_path(const std::string& sha256, const gguf::TensorInfo& t,
+                                      const model::SliceBytes& slice) const {
+  for (const std::string& path : {cached_path(sha256, t.name, {}), cached_path(sha256, t.name, slice)}) {
+    std::error_code ec;
+    if (fs::file_size(path, ec) == t.nbytes && !ec) return path;
+    if (slice.whole) break;
+  }
+  return "";
+}
+
 bool TensorStore::has_cached(const std::string& sha256, const gguf::TensorInfo& t, const model::SliceBytes& slice) const {
-  std::error_code ec;
-  const auto whole = fs::file_size(cached_path(sha256, t.name, {}), ec);
-  if (!ec && whole == t.nbytes) return true;
-  if (slice.whole) return false;
-  const auto sliced = fs::file_size(cached_path(sha256, t.name, slice), ec);
-  return !ec && sliced == t.nbytes;
+  return !serving_path(sha256, t, slice).empty();
 }
 
 Result<std::shared_ptr<const MappedFile>> TensorStore::map_cached(const std::string& sha256, const gguf::TensorInfo& t,
                                                                   const model::SliceBytes& slice) const {
-  std::error_code ec;
-  const auto whole = fs::file_size(cached_path(sha256, t.name, {}), ec);
-  if (!ec && whole == t.nbytes) return MappedFile::open(cached_path(sha256, t.name, {}));
-  if (!has_cached(sha256, t, slice)) return make_error("tensor '{}' is not in the cache", t.name);
-  return MappedFile::open(cached_path(sha256, t.name, slice));
+  const std::string path = serving_path(sha256, t, slice);
+  if (path.empty()) return make_error("tensor '{}' is not in the cache", t.name);
+  return MappedFile::open(path);
 }
 
 TensorStore::Upload::Upload(TensorStore& store) : store_(store) {

@@ -72,6 +72,8 @@ class TensorStore {
 
  private:
   std::string cached_path(const std::string& sha256, const std::string& name, const model::SliceBytes& slice) const;
+  // The complete cache file that serves this slice (the whole tensor first), or "".
+  std::string serving_path(const std::string& sha256, const gguf::TensorInfo& t, const model::SliceBytes& slice) const;
 
   std::string cache_dir_, model_dir_;
   mutable std::mutex mu_;
