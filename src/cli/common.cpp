@@ -26,6 +26,10 @@ void add_cluster_flags(CLI::App& cmd, ClusterFlags& f) {
   cmd.add_option("--tensor-split", f.tensor_split,
                  "(-ts) layer ratios over the workers in --rpc order, e.g. 3,2; one extra leading value puts "
                  "this machine first")->group(group);
+  cmd.add_option("--expert-split", f.expert_split,
+                 "-sm tensor: how routed experts are cut: rows (rows of every expert on every node) or whole (each "
+                 "node holds whole experts and runs only a token's experts it holds)")
+      ->capture_default_str()->group(group)->check(CLI::IsMember({"rows", "whole"}));
   // llama.cpp's -ngl also takes auto (the default split) and all.
   cmd.add_option("--n-gpu-layers,--gpu-layers", f.n_gpu_layers, "(-ngl) layers on the workers (the last N, output "
                  "included; auto: the default split, all: every layer); the rest stay here")
@@ -68,6 +72,7 @@ Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::Loca
     STRATA_ASSIGN(cluster.tensor_split, plan::parse_tensor_split(c.tensor_split));
   }
   cluster.n_gpu_layers = c.n_gpu_layers;
+  STRATA_ASSIGN(cluster.expert_split, model::parse_expert_split(c.expert_split));
   STRATA_ASSIGN(cluster.split_mode, plan::parse_split_mode(f.llama.split_mode));
   for (const std::string& text : c.overrides) {
     STRATA_ASSIGN(std::vector<plan::TensorOverride> rules, plan::parse_overrides(text));

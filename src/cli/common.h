@@ -16,6 +16,7 @@ namespace strata::cli {
 struct ClusterFlags {
   std::string rpc;
   std::string tensor_split;
+  std::string expert_split = "rows";
   int32_t n_gpu_layers = -1;
   std::vector<std::string> overrides;
   bool strict_placement = false;

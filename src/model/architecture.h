@@ -4,6 +4,7 @@
 // is and why it makes its choices; architecture.cpp lists them all in one registry.
 #pragma once
 
+#include <climits>
 #include <memory>
 #include <span>
 #include <string>
@@ -56,6 +57,10 @@ struct LayerContext {
   memory::RecurrentState* recurrent;    // Gated DeltaNet layers; null when the model has none
   Scratch& scratch;
   Collective* collective = nullptr;     // tensor split: adds the group's partial sub-layer outputs
+  // Routed experts held whole, [first_expert, end_expert); every expert unless cut by experts, and
+  // the expert tensors then hold only these (expert first_expert at index 0).
+  int32_t first_expert = 0;
+  int32_t end_expert = INT32_MAX;
 };
 
 // What an architecture's layers are made of, as data. The shared layers (dense_transformer.h,

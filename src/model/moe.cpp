@@ -41,25 +41,39 @@ void routed_experts(const LayerContext& ctx, const LayerWeights& w, const float*
   const bool fused = !w.ffn_gate_up_exps.empty();
   const int64_t GW = fused ? 2 * F : F;  // width of a row of gate (or fused gate|up) outputs
 
-  // Counting sort of the rows by expert, stable (batch order within an expert).
-  std::vector<int64_t> first(hp.n_expert + 1, 0), row_of(R);
-  for (int64_t i = 0; i < R; ++i) ++first[ids[i] + 1];
-  for (int32_t e = 0; e < hp.n_expert; ++e) first[e + 1] += first[e];
+  // Counting sort of the rows by held expert (index from ctx.first_expert), stable (batch order within
+  // an expert); a choice of an expert held elsewhere gets no row (-1) and adds nothing here.
+  const int32_t e0 = std::max(0, ctx.first_expert), X = std::min(hp.n_expert, ctx.end_expert) - e0;
+  const auto held = [&](int64_t i) { return ids[i] >= e0 && ids[i] - e0 < X; };
+  std::vector<int64_t> first(X + 1, 0), row_of(R, -1);
+  for (int64_t i = 0; i < R; ++i) {
+    if (held(i)) ++first[ids[i] - e0 + 1];
+  }
+  for (int32_t e = 0; e < X; ++e) first[e + 1] += first[e];
   {
     std::vector<int64_t> next(first.begin(), first.end() - 1);
-    for (int64_t i = 0; i < R; ++i) row_of[i] = next[ids[i]]++;
+    for (int64_t i = 0; i < R; ++i) {
+      if (held(i)) row_of[i] = next[ids[i] - e0]++;
+    }
+  }
+  const int64_t rows = first[X];
+  if (rows == 0) {  // none of the batch's choices is held here
+    std::fill_n(out, T * E, 0.0f);
+    return;
   }
   ensure_size(s.expert_in, R * E);
-  for (int64_t i = 0; i < R; ++i) std::copy_n(xn + i / k * E, E, s.expert_in.data() + row_of[i] * E);
+  for (int64_t i = 0; i < R; ++i) {
+    if (row_of[i] >= 0) std::copy_n(xn + i / k * E, E, s.expert_in.data() + row_of[i] * E);
+  }
 
   // Activations are quantized per row, so gathering the rows first changes nothing numerically.
   const MatrixView& gate_w = fused ? w.ffn_gate_up_exps : w.ffn_gate_exps;
   tensor::QuantizedActivations in;
-  in.quantize(gate_w.type, s.expert_in.data(), R, E, ctx.pool);
+  in.quantize(gate_w.type, s.expert_in.data(), rows, E, ctx.pool);
   ensure_size(s.expert_gate, R * GW);
   ensure_size(s.expert_up, R * F);
   std::vector<tensor::MatmulJob> jobs;
-  for (int32_t e = 0; e < hp.n_expert; ++e) {
+  for (int32_t e = 0; e < X; ++e) {
     const int64_t n = first[e + 1] - first[e];
     if (n == 0) continue;
     const Expert x = expert(w, e, F, E);
@@ -73,17 +87,17 @@ void routed_experts(const LayerContext& ctx, const LayerWeights& w, const float*
   tensor::matmul_batch(jobs, ctx.pool);
 
   // SwiGLU into expert_up (fused rows hold [gate | up]).
-  for (int64_t r = 0; r < R; ++r) {
+  for (int64_t r = 0; r < rows; ++r) {
     const float* g = s.expert_gate.data() + r * GW;
     const float* u = fused ? g + F : s.expert_up.data() + r * F;
     float* a = s.expert_up.data() + r * F;
     for (int64_t f = 0; f < F; ++f) a[f] = silu(g[f]) * u[f];
   }
   tensor::QuantizedActivations act;
-  act.quantize(w.ffn_down_exps.type, s.expert_up.data(), R, F, ctx.pool);
+  act.quantize(w.ffn_down_exps.type, s.expert_up.data(), rows, F, ctx.pool);
   ensure_size(s.expert_out, R * E);
   jobs.clear();
-  for (int32_t e = 0; e < hp.n_expert; ++e) {
+  for (int32_t e = 0; e < X; ++e) {
     const int64_t n = first[e + 1] - first[e];
     if (n > 0) jobs.push_back({expert(w, e, F, E).down, &act, first[e], n, s.expert_out.data() + first[e] * E, E});
   }
@@ -91,14 +105,12 @@ void routed_experts(const LayerContext& ctx, const LayerWeights& w, const float*
 
   for (int64_t t = 0; t < T; ++t) {
     float* o = out + t * E;
+    std::fill_n(o, E, 0.0f);
     for (int32_t i = 0; i < k; ++i) {
+      if (row_of[t * k + i] < 0) continue;
       const float* y = s.expert_out.data() + row_of[t * k + i] * E;
       const float wi = weights[t * k + i];
-      if (i == 0) {
-        for (int64_t c = 0; c < E; ++c) o[c] = y[c] * wi;
-      } else {
-        for (int64_t c = 0; c < E; ++c) o[c] += y[c] * wi;
-      }
+      for (int64_t c = 0; c < E; ++c) o[c] += y[c] * wi;
     }
   }
 }
@@ -123,8 +135,11 @@ void route_experts(const float* logits, int32_t n_expert, int32_t k, int32_t* id
 }
 
 void moe_sublayer(const LayerContext& ctx, const VectorView& norm, const LayerWeights& w, float* x) {
-  if (no_slice_here(ctx, ctx.hp.n_ff_expert, x)) return;
   const HParams& hp = ctx.hp;
+  // A member may hold routed experts but no shared-expert rows, or the other way round.
+  const bool routed = hp.n_ff_expert > 0 && std::max(0, ctx.first_expert) < std::min(hp.n_expert, ctx.end_expert);
+  const bool shared = !w.ffn_gate_inp_shexp.empty() && hp.n_ff_shared_expert > 0;
+  if (no_slice_here(ctx, routed || shared ? 1 : 0, x)) return;
   Scratch& s = ctx.scratch;
   const int64_t T = ctx.batch.size(), E = hp.n_embd, X = hp.n_expert;
   const int32_t k = hp.n_expert_used;
@@ -134,13 +149,17 @@ void moe_sublayer(const LayerContext& ctx, const VectorView& norm, const LayerWe
 
   rms_norm_rows(x, s.norm.data(), T, E, hp.rms_eps, norm.data);
   ProjectionInput xn(ctx, s.norm.data());
-  project(ctx, xn, w.ffn_gate_inp, {}, s.router.data());
-  std::vector<int32_t> ids(T * k);
-  std::vector<float> weights(T * k);
-  for (int64_t t = 0; t < T; ++t) route_experts(s.router.data() + t * X, hp.n_expert, k, &ids[t * k], &weights[t * k]);
-  routed_experts(ctx, w, s.norm.data(), ids.data(), weights.data(), s.proj.data());
+  if (routed) {
+    project(ctx, xn, w.ffn_gate_inp, {}, s.router.data());
+    std::vector<int32_t> ids(T * k);
+    std::vector<float> weights(T * k);
+    for (int64_t t = 0; t < T; ++t) route_experts(s.router.data() + t * X, hp.n_expert, k, &ids[t * k], &weights[t * k]);
+    routed_experts(ctx, w, s.norm.data(), ids.data(), weights.data(), s.proj.data());
+  } else {
+    std::fill_n(s.proj.data(), T * E, 0.0f);
+  }
 
-  if (!w.ffn_gate_inp_shexp.empty()) {
+  if (shared) {
     // Shared expert, scaled per token by sigmoid(ffn_gate_inp_shexp . xn).
     ensure_size(s.shared, T * E);
     std::vector<float> gate(T);

@@ -64,6 +64,7 @@ Shard whole_shard(const HParams& hp) {
   s.vocab = {0, hp.n_vocab};
   s.ssm_k_heads = {0, hp.ssm_n_k_heads};
   s.ff_expert = {0, hp.n_ff_expert};
+  s.experts = {0, hp.n_expert};
   s.ff_shared = {0, hp.n_ff_shared_expert};
   return s;
 }
@@ -103,7 +104,15 @@ Result<ShardUnits> shard_units(const Model& model) {
   return u;
 }
 
-Result<std::vector<Shard>> split_shards(const Model& model, const std::vector<double>& weights) {
+Result<ExpertSplit> parse_expert_split(std::string_view text) {
+  if (text == "rows") return ExpertSplit::kRows;
+  if (text == "whole") return ExpertSplit::kWhole;
+  return make_error("--expert-split '{}': expected rows (each expert cut by rows) or whole (experts handed out whole)", text);
+}
+
+std::string_view expert_split_name(ExpertSplit split) { return split == ExpertSplit::kWhole ? "whole" : "rows"; }
+
+Result<std::vector<Shard>> split_shards(const Model& model, const std::vector<double>& weights, ExpertSplit split) {
   if (weights.size() < 2 || weights.size() > 64) return make_error("tensor split: {} members (2..64)", weights.size());
   for (double w : weights) {
     if (!(w > 0) || !std::isfinite(w)) return make_error("tensor split: member weight {} is not positive", w);
@@ -115,20 +124,22 @@ Result<std::vector<Shard>> split_shards(const Model& model, const std::vector<do
   }
   const auto kv = ranges(hp.n_head_kv, u.kv_heads, weights), ff = ranges(hp.n_ff, u.ff, weights),
              vocab = ranges(hp.n_vocab, u.vocab, weights), ssm = ranges(hp.ssm_n_k_heads, u.ssm_k_heads, weights),
-             expert = ranges(hp.n_ff_expert, u.ff_expert, weights),
              shared = ranges(hp.n_ff_shared_expert, u.ff_shared, weights);
+  const bool whole = split == ExpertSplit::kWhole && hp.n_expert > 0;
+  if (whole && hp.n_expert < static_cast<int32_t>(weights.size())) {
+    return make_error("tensor split: {} routed experts cannot go round {} members whole; use --expert-split rows",
+                      hp.n_expert, weights.size());
+  }
+  const auto expert = whole ? std::vector<Range>(weights.size(), Range{0, hp.n_ff_expert})
+                            : ranges(hp.n_ff_expert, u.ff_expert, weights);
+  const auto held = whole ? ranges(hp.n_expert, 1, weights) : std::vector<Range>(weights.size(), Range{0, hp.n_expert});
   std::vector<Shard> shards;
   for (size_t i = 0; i < weights.size(); ++i) {
     Shard s;
     s.index = static_cast<int32_t>(i);
     s.count = static_cast<int32_t>(weights.size());
     s.kv_heads = kv[i], s.ff = ff[i], s.vocab = vocab[i], s.ssm_k_heads = ssm[i];
-    s.ff_expert = expert[i], s.ff_shared = shared[i];
-    // The MoE sub-layer runs when either part has rows; a member with only one of them is not cut.
-    if (hp.n_ff_shared_expert > 0 && (s.ff_expert.size() == 0) != (s.ff_shared.size() == 0)) {
-      return make_error("tensor split: member {} would hold rows of the routed experts or of the shared expert but not "
-                        "both; give it a larger -ts share or use fewer members", i);
-    }
+    s.ff_expert = expert[i], s.experts = held[i], s.ff_shared = shared[i];
     shards.push_back(s);
   }
   // Every member computes some of the logits: a share too small for one step of rows is refused.
@@ -176,6 +187,12 @@ Status check_shard(const Model& model, const Shard& s) {
   STRATA_TRY(check("FFN rows", s.ff, hp.n_ff, u.ff));
   STRATA_TRY(check("DeltaNet key heads", s.ssm_k_heads, hp.ssm_n_k_heads, u.ssm_k_heads));
   STRATA_TRY(check("expert rows", s.ff_expert, hp.n_ff_expert, u.ff_expert));
+  STRATA_TRY(check("routed experts", s.experts, hp.n_expert, 1));
+  // Either rows of every expert or whole experts: a slice of both is not a cut any member makes.
+  if (s.experts.size() < hp.n_expert && s.ff_expert.size() < hp.n_ff_expert) {
+    return make_error("shard: routed experts [{}, {}) and expert rows [{}, {}) are both partial: cut by rows or by "
+                      "experts, not both", s.experts.begin, s.experts.end, s.ff_expert.begin, s.ff_expert.end);
+  }
   STRATA_TRY(check("shared expert rows", s.ff_shared, hp.n_ff_shared_expert, u.ff_shared));
   return check("vocabulary rows", s.vocab, hp.n_vocab, u.vocab, false);
 }

@@ -2,8 +2,9 @@
 // its slice and adds the group's partial results after each sub-layer (Collective). A shard says
 // which slice: attention by KV heads (with their query heads and their KV cache), the Gated DeltaNet
 // by key heads (with the value heads that read them, their conv channels and recurrent state), the
-// dense FFN, every routed expert and the shared expert by rows of gate/up and the same columns of
-// down, the output head by vocabulary rows. Slices that are one run of rows are views of the file's
+// dense FFN and the shared expert by rows of gate/up and the same columns of down, the routed experts
+// either the same way (rows of every expert) or whole (a range of experts each), the output head by
+// vocabulary rows. Slices that are one run of rows are views of the file's
 // rows; the others (columns of attn_output, ffn_down, ssm_out; several runs of rows) are copied out
 // block by block, so columns start and end on the weight type's block boundaries (shard_units).
 #pragma once
@@ -12,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -37,6 +39,7 @@ struct Shard {
   Range vocab;        // output head: rows (token ids) [begin, end)
   Range ssm_k_heads;  // Gated DeltaNet: key heads [begin, end) and every value head that reads them
   Range ff_expert;    // routed experts: rows of each expert's gate/up, columns of its down
+  Range experts;      // routed experts held: [begin, end) whole (cut by experts) or all (cut by rows)
   Range ff_shared;    // shared expert: rows of gate/up, columns of down
   bool split() const { return count > 1; }
   bool operator==(const Shard&) const = default;
@@ -59,11 +62,18 @@ struct ShardUnits {
 // the tensor or the numbers.
 Result<ShardUnits> shard_units(const Model& model);
 
+// How routed experts are cut: rows of every expert (every member runs all of a token's experts, a
+// share of each) or whole experts (a member runs only the token's experts it holds, all of each).
+enum class ExpertSplit { kRows, kWhole };
+Result<ExpertSplit> parse_expert_split(std::string_view text);  // "rows" | "whole"
+std::string_view expert_split_name(ExpertSplit split);
+
 // Shards of `weights.size()` members (each weight > 0): each dimension's steps go to the members in
 // proportion to their weights (largest remainder, ties to the earlier member), in member order. A
 // member may get no KV heads or FFN rows when there are fewer steps than members; every member gets
-// vocabulary rows.
-Result<std::vector<Shard>> split_shards(const Model& model, const std::vector<double>& weights);
+// vocabulary rows (and, with whole experts, at least one expert).
+Result<std::vector<Shard>> split_shards(const Model& model, const std::vector<double>& weights,
+                                        ExpertSplit experts = ExpertSplit::kRows);
 
 // The hyperparameters the shard's layers run with: the head counts and widths of its slice.
 HParams shard_hparams(const HParams& hp, const Shard& shard);

@@ -61,12 +61,16 @@ Cut cut_of(const TensorDecl& d) {
   return Cut::kWhole;
 }
 
-Axis axis_of(Cut cut) {
+bool whole_experts(const HParams& hp, const Shard& s) { return s.experts.size() < hp.n_expert; }
+
+// ffn_down_exps is [expert][n_embd rows][F columns]: columns when every expert is cut by rows, the
+// held experts' rows when they are whole.
+Axis axis_of(const HParams& hp, const Shard& s, Cut cut) {
   switch (cut) {
+    case Cut::kExpertCols: return whole_experts(hp, s) ? Axis::kRows : Axis::kCols;
     case Cut::kQCols:
     case Cut::kFfCols:
     case Cut::kSsmOutCols:
-    case Cut::kExpertCols:
     case Cut::kSharedCols: return Axis::kCols;
     default: return Axis::kRows;
   }
@@ -110,10 +114,16 @@ Pieces pieces(const HParams& hp, const Shard& s, Cut cut) {
     case Cut::kExpertFused: {  // per expert: F rows (fused: F gate rows then F up rows)
       const int32_t F = hp.n_ff_expert, halves = cut == Cut::kExpertFused ? 2 : 1;
       Pieces p{int64_t{F} * halves * hp.n_expert, {}};
-      for (int32_t e = 0; e < hp.n_expert * halves; ++e) p.runs.push_back({e * F + s.ff_expert.begin, e * F + s.ff_expert.end});
+      for (int32_t e = s.experts.begin * halves; e < s.experts.end * halves; ++e) {
+        const Range r{e * F + s.ff_expert.begin, e * F + s.ff_expert.end};
+        if (!p.runs.empty() && p.runs.back().end == r.begin) p.runs.back().end = r.end;  // whole experts: one run
+        else p.runs.push_back(r);
+      }
       return p;
     }
-    case Cut::kExpertCols: return {hp.n_ff_expert, {s.ff_expert}};
+    case Cut::kExpertCols:
+      if (whole_experts(hp, s)) return {hp.n_expert, {s.experts}};
+      return {hp.n_ff_expert, {s.ff_expert}};
     case Cut::kSharedRows:
     case Cut::kSharedCols: return {hp.n_ff_shared_expert, {s.ff_shared}};
     default: return {};
@@ -229,7 +239,7 @@ SliceBytes shard_slice_bytes(const HParams& hp, const TensorDecl& d, const gguf:
   if (is_vector(d)) {  // elements of the whole tensor
     const int64_t per = cols * rows / p.parts;
     for (Range r : p.runs) runs.push_back({row_bytes(info.type, r.begin * per), row_bytes(info.type, r.size() * per), 0, 1});
-  } else if (head_rows || axis_of(cut) == Axis::kRows) {
+  } else if (head_rows || axis_of(hp, s, cut) == Axis::kRows) {
     const int64_t per = rows / p.parts;
     for (Range r : p.runs) runs.push_back({row * static_cast<uint64_t>(r.begin * per), row * static_cast<uint64_t>(r.size() * per), 0, 1});
   } else {
@@ -322,7 +332,7 @@ void slice_weights(Weights& w, const Model& model, const Shard& s, const std::ve
           if (cut == Cut::kFirst) {
             if (s.index != 0) target = View{};
           } else if constexpr (std::is_same_v<View, MatrixView>) {
-            target = gather(target, axis_of(cut), p, storage);
+            target = gather(target, axis_of(hp, s, cut), p, storage);
           } else {
             target = gather(target, p, storage);
           }

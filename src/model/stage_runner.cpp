@@ -168,8 +168,9 @@ Status StageRunner::run_layers(const Batch& batch, int32_t first, int32_t end, f
   for (int32_t il = first; il < end; ++il) {
     if (!config_.owned[il]) return make_error("layer {} is not owned by this node", il);
   }
-  LayerContext ctx{layer_hp_, weights_.global, *pool_, batch, kv_, recurrent_ ? &*recurrent_ : nullptr, scratch_,
+  LayerContext ctx{layer_hp_,  weights_.global, *pool_, batch, kv_, recurrent_ ? &*recurrent_ : nullptr, scratch_,
                    collective_};
+  if (config_.shard.split()) ctx.first_expert = config_.shard.experts.begin, ctx.end_expert = config_.shard.experts.end;
   for (int32_t il = first; il < end; ++il) model_->architecture().forward_layer(ctx, weights_.layers[il], il, hidden);
   if (collective_) STRATA_TRY(collective_->error());
   record_positions(batch);

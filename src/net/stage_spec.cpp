@@ -55,6 +55,7 @@ Result<model::Shard> parse_shard(const v1::ShardSpec& s, const model::HParams& h
   STRATA_ASSIGN(shard.ssm_k_heads, range("DeltaNet key heads", s.ssm_k_head_begin(), s.ssm_k_head_end(), hp.ssm_n_k_heads));
   STRATA_ASSIGN(shard.ff_expert, range("expert rows", s.ff_expert_begin(), s.ff_expert_end(), hp.n_ff_expert));
   STRATA_ASSIGN(shard.ff_shared, range("shared expert rows", s.ff_shared_begin(), s.ff_shared_end(), hp.n_ff_shared_expert));
+  STRATA_ASSIGN(shard.experts, range("routed experts", s.expert_begin(), s.expert_end(), hp.n_expert));
   return shard;
 }
 
@@ -224,6 +225,8 @@ v1::StageSpec to_stage_spec(const model::Model& model, const model::StageConfig&
     s->set_ff_expert_end(stage.shard.ff_expert.end);
     s->set_ff_shared_begin(stage.shard.ff_shared.begin);
     s->set_ff_shared_end(stage.shard.ff_shared.end);
+    s->set_expert_begin(stage.shard.experts.begin);
+    s->set_expert_end(stage.shard.experts.end);
     spec.set_mesh_secret(mesh_secret);
   }
   return spec;

@@ -18,7 +18,8 @@ namespace strata::net {
 // 3: every request is a client stream; StageSpec names the endpoints a worker may forward to.
 // 4: tensor split (StageSpec.shard, JoinMesh).
 // 5: a tensor-split member without the file receives only its slices (PrepareReply.slices).
-inline constexpr uint32_t kProtocolVersion = 5;
+// 6: routed experts may be held whole (ShardSpec.expert_begin/end).
+inline constexpr uint32_t kProtocolVersion = 6;
 
 struct ParsedStage {
   std::string session;

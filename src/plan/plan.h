@@ -78,6 +78,7 @@ struct Request {
   int32_t n_batch = 512;  // largest batch, sizes the scratch
   int32_t n_checkpoints = 0;  // recurrent-state checkpoints per sequence (the server's prompt cache)
   std::vector<double> tensor_split;       // -ts: ratios over the workers (or local + workers)
+  model::ExpertSplit expert_split = model::ExpertSplit::kRows;  // --expert-split: how -sm tensor cuts routed experts
   int32_t n_gpu_layers = -1;              // -ngl: layers on the workers; -1 when not given
   std::vector<TensorOverride> overrides;  // -ot, in the order given
   bool strict_placement = false;          // an -ot pin that overrides -ts/-ngl is an error

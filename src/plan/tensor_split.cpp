@@ -67,7 +67,8 @@ std::string slice_text(const model::HParams& hp, const model::Shard& s) {
                      r * s.ssm_k_heads.size());
   }
   if (hp.n_ff > 0 && hp.n_expert == 0) t += ", FFN rows " + range_text(s.ff, hp.n_ff);
-  if (hp.n_expert > 0) t += fmt::format(", rows {} of each of the {} experts", range_text(s.ff_expert, hp.n_ff_expert), hp.n_expert);
+  if (hp.n_expert > 0 && s.experts.size() < hp.n_expert) t += ", whole experts " + range_text(s.experts, hp.n_expert);
+  else if (hp.n_expert > 0) t += fmt::format(", rows {} of each of the {} experts", range_text(s.ff_expert, hp.n_ff_expert), hp.n_expert);
   if (hp.n_ff_shared_expert > 0) t += ", shared expert rows " + range_text(s.ff_shared, hp.n_ff_shared_expert);
   return t + ", vocabulary rows " + range_text(s.vocab, hp.n_vocab);
 }
@@ -144,6 +145,33 @@ double busiest_whole_expert_count(const std::vector<int32_t>& held, int32_t k) {
   return walk(0, k, 0) / choose(total, k);
 }
 
+// Why the routed experts are cut as they are, in numbers: the busiest member's expected share of a
+// token's experts with whole experts against the rows' even share.
+std::string expert_split_why(const model::HParams& hp, const std::vector<model::Shard>& shards, model::ExpertSplit split) {
+  std::vector<int32_t> held;
+  double busiest_rows = 0;
+  for (const model::Shard& s : shards) {
+    const bool whole = split == model::ExpertSplit::kWhole;
+    held.push_back(whole ? s.experts.size()
+                         : static_cast<int32_t>(std::lround(double(hp.n_expert) * s.ff_expert.size() / hp.n_ff_expert)));
+    busiest_rows = std::max(busiest_rows, double(hp.n_expert_used) * (whole ? double(s.experts.size()) / hp.n_expert
+                                                                            : double(s.ff_expert.size()) / hp.n_ff_expert));
+  }
+  const double busiest = busiest_whole_expert_count(held, hp.n_expert_used);
+  const double ratio = busiest_rows > 0 ? busiest / busiest_rows : 0.0;
+  if (split == model::ExpertSplit::kWhole) {
+    return fmt::format("routed experts are handed out whole (--expert-split whole): the busiest member runs {:.2f} of a "
+                       "token's {} experts on average (uniform routing), {:.2f}x its even share of {:.2f}; on the "
+                       "A3B shape over two nodes this decoded slower than rows of every expert (bench/README.md)",
+                       busiest, hp.n_expert_used, ratio, busiest_rows);
+  }
+  return fmt::format("each routed expert is cut by rows (--expert-split rows, the default): with whole experts the busiest "
+                     "member would run {:.2f} of a token's {} experts on average (uniform routing), {:.2f}x the {:.2f} "
+                     "expert-equivalents its rows cost every token; measured on the A3B shape over two nodes, rows "
+                     "decoded faster (bench/README.md)",
+                     busiest, hp.n_expert_used, ratio, busiest_rows);
+}
+
 void add_exchanges(Plan& p, const model::HParams& hp) {
   const uint64_t row = uint64_t(hp.n_embd) * sizeof(float);
   const std::vector<int32_t>& m = p.tensor_group;
@@ -182,7 +210,7 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
   }
   STRATA_ASSIGN(Group g, choose_group(nodes, request));
   STRATA_ASSIGN(const model::ShardUnits units, model::shard_units(model));
-  STRATA_ASSIGN(std::vector<model::Shard> shards, model::split_shards(model, g.weights));
+  STRATA_ASSIGN(std::vector<model::Shard> shards, model::split_shards(model, g.weights, request.expert_split));
 
   Plan p;
   p.nodes = std::move(nodes);
@@ -225,19 +253,7 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
     names += fmt::format("{}{} ({})", i ? ", " : "", node_label(p.nodes, g.members[i]), p.slices[g.members[i]]);
   }
   d.detail = names;
-  if (hp.n_expert > 0 && hp.n_expert_used > 0 && hp.n_expert_used <= 64) {
-    std::vector<int32_t> held;
-    double busiest_rows = 0;
-    for (const model::Shard& s : shards) {
-      held.push_back(static_cast<int32_t>(std::lround(double(hp.n_expert) * s.ff_expert.size() / hp.n_ff_expert)));
-      busiest_rows = std::max(busiest_rows, double(hp.n_expert_used) * s.ff_expert.size() / hp.n_ff_expert);
-    }
-    const double whole = busiest_whole_expert_count(held, hp.n_expert_used);
-    d.why = fmt::format("each routed expert is cut by rows rather than handed out whole: with whole experts "
-                            "the busiest member would run {:.2f} of a token's {} experts on average (uniform "
-                            "routing), {:.2f}x the {:.2f} expert-equivalents its rows cost every token",
-                            whole, hp.n_expert_used, busiest_rows > 0 ? whole / busiest_rows : 0.0, busiest_rows);
-  }
+  if (hp.n_expert > 0 && hp.n_expert_used > 0 && hp.n_expert_used <= 64) d.why = expert_split_why(hp, shards, request.expert_split);
   d.all_zero_split = !request.tensor_split.empty() && g.flag_text == "usable memory";
   d.layers.resize(static_cast<size_t>(n_layer));
   for (int32_t il = 0; il < n_layer; ++il) d.layers[il] = il;

@@ -35,6 +35,7 @@ plan::Request plan_request(const EngineOptions& options, const model::HParams& h
   request.n_batch = options.n_batch;
   request.n_checkpoints = hp.has_recurrent_layers() ? options.n_checkpoints : 0;
   request.tensor_split = options.cluster.tensor_split;
+  request.expert_split = options.cluster.expert_split;
   request.n_gpu_layers = options.cluster.n_gpu_layers;
   request.overrides = options.cluster.overrides;
   request.strict_placement = options.cluster.strict_placement;

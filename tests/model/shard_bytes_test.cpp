@@ -115,13 +115,14 @@ std::vector<std::vector<float>> member_logits(const std::vector<std::shared_ptr<
   return out;
 }
 
-void check_model(const std::string& name, const std::vector<double>& weights) {
-  SCOPED_TRACE(name + " over " + std::to_string(weights.size()) + " members");
+void check_model(const std::string& name, const std::vector<double>& weights, ExpertSplit experts = ExpertSplit::kRows) {
+  SCOPED_TRACE(name + " over " + std::to_string(weights.size()) + " members, experts by " +
+               std::string(expert_split_name(experts)));
   testing::Golden g;
   ASSERT_TRUE(testing::load_golden(name, g));
   auto m = Model::open(g.model_path);
   ASSERT_TRUE(m.ok()) << m.error().message;
-  auto shards = split_shards(**m, weights);
+  auto shards = split_shards(**m, weights, experts);
   ASSERT_TRUE(shards.ok()) << shards.error().message;
   std::vector<Batch> batches(4);
   const int32_t n = static_cast<int32_t>(g.prompt_tokens.size());
@@ -166,6 +167,13 @@ TEST(ShardBytes, members_built_from_only_their_bytes_compute_the_same_bits) {
                            "qwen3moe-q4_k_m"}) {
     check_model(name, {1, 1});
     check_model(name, {2, 1, 1});
+  }
+}
+
+TEST(ShardBytes, whole_expert_members_built_from_only_their_bytes_compute_the_same_bits) {
+  for (const char* name : {"qwen35moe-q4_k_m", "qwen3moe-q4_k_m"}) {
+    check_model(name, {1, 1}, ExpertSplit::kWhole);
+    check_model(name, {2, 1, 1}, ExpertSplit::kWhole);
   }
 }
 

@@ -79,13 +79,14 @@ std::vector<float> split_logits(const std::shared_ptr<const Model>& m, const Bat
 
 int32_t argmax(const float* row, int32_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
 
-void check_model(const std::string& name, const std::vector<double>& weights) {
-  SCOPED_TRACE(name + " over " + std::to_string(weights.size()) + " members");
+void check_model(const std::string& name, const std::vector<double>& weights, ExpertSplit experts = ExpertSplit::kRows) {
+  SCOPED_TRACE(name + " over " + std::to_string(weights.size()) + " members, experts by " +
+               std::string(expert_split_name(experts)));
   testing::Golden g;
   ASSERT_TRUE(testing::load_golden(name, g));
   auto m = Model::open(g.model_path);
   ASSERT_TRUE(m.ok()) << m.error().message;
-  auto shards = split_shards(**m, weights);
+  auto shards = split_shards(**m, weights, experts);
   ASSERT_TRUE(shards.ok()) << shards.error().message;
   const Batch batch = prompt_batch(g.prompt_tokens);
   const int32_t V = (*m)->hparams().n_vocab;
@@ -130,6 +131,40 @@ TEST(Shard, two_and_three_members_match_one_node_and_the_golden_logits) {
     check_model(name, {1, 1});
     check_model(name, {2, 1, 1});
   }
+}
+
+TEST(Shard, whole_experts_match_one_node_and_the_golden_logits) {
+  for (const char* name : {"qwen35moe-f32", "qwen35moe-q4_k_m", "qwen3moe-f32", "qwen3moe-q4_k_m"}) {
+    check_model(name, {1, 1}, ExpertSplit::kWhole);
+    check_model(name, {2, 1, 1}, ExpertSplit::kWhole);
+  }
+}
+
+TEST(Shard, whole_experts_are_ranges_of_experts_with_every_row) {
+  STRATA_SHARED_FILE(path, "models/synth/qwen3moe-f32.gguf");  // F32: expert rows cut in steps of 16
+  auto m = Model::open(path);
+  ASSERT_TRUE(m.ok());
+  const HParams& hp = (*m)->hparams();
+  auto s = split_shards(**m, {3, 1}, ExpertSplit::kWhole);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ((*s)[0].experts, (Range{0, hp.n_expert * 3 / 4}));
+  EXPECT_EQ((*s)[1].experts, (Range{hp.n_expert * 3 / 4, hp.n_expert}));
+  for (const Shard& x : *s) {
+    EXPECT_EQ(x.ff_expert, (Range{0, hp.n_ff_expert}));
+    EXPECT_TRUE(check_shard(**m, x).ok());
+  }
+  Shard both = (*s)[0];
+  both.ff_expert = (*split_shards(**m, {1, 1}))[0].ff_expert;
+  const Status refused = check_shard(**m, both);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("cut by rows or by experts"), std::string::npos) << refused.error().message;
+  auto rows = split_shards(**m, {1, 1});
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ((*rows)[1].experts, (Range{0, hp.n_expert}));
+  auto too_many = split_shards(**m, std::vector<double>(hp.n_expert + 1, 1.0), ExpertSplit::kWhole);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.error().message.find("--expert-split rows"), std::string::npos) << too_many.error().message;
+  EXPECT_FALSE(parse_expert_split("columns").ok());
 }
 
 TEST(Shard, steps_follow_the_block_sizes_and_the_weights) {

@@ -124,5 +124,28 @@ TEST(TensorPlanExperts, the_plan_gives_the_cost_of_whole_experts) {
             std::string::npos) << detail;
 }
 
+TEST(TensorPlanExperts, whole_experts_are_planned_when_asked_with_their_cost) {
+  STRATA_SHARED_FILE(path, "models/synth/qwen3moe-f32.gguf");
+  auto m = model::Model::open(path);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  Request r = request({1, 1});
+  r.split_mode = SplitMode::kTensor;
+  r.expert_split = model::ExpertSplit::kWhole;
+  auto p = make_plan(**m, two_workers(), r);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  const model::HParams& hp = (*m)->hparams();
+  const int half = hp.n_expert / 2;
+  EXPECT_EQ(p->node_stages[1].shard.experts, (model::Range{0, half}));
+  EXPECT_EQ(p->node_stages[2].shard.experts, (model::Range{half, hp.n_expert}));
+  EXPECT_NE(p->slices[2].find(fmt::format("whole experts {}-{} of {}", half, hp.n_expert - 1, hp.n_expert)), std::string::npos)
+      << p->slices[2];
+  EXPECT_NE(p->decisions.back().why.find("handed out whole"), std::string::npos) << p->decisions.back().why;
+  // Each member holds half the experts' bytes, and reads per token its expected share of them.
+  auto rows = make_plan(**m, two_workers(), [&] { Request q = r; q.expert_split = model::ExpertSplit::kRows; return q; }());
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(p->read_per_token[1], rows->read_per_token[1]);
+  EXPECT_EQ(p->bytes[1].weights, rows->bytes[1].weights);
+}
+
 }  // namespace
 }  // namespace strata::plan
