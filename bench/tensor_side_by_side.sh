@@ -6,6 +6,10 @@
 #   strata   this machine + 1 worker    --local-workers 1 --worker-threads 1 -sm tensor -ts 1,1
 #   strata   2 workers (coordinator only embeds, samples, merges: llama.cpp's shape)
 #                                       --local-workers 2 --worker-threads 1 -sm tensor -ts 1,1
+#   strata   whole experts (WHOLE_EXPERTS=1, MoE models): this machine + 1 worker, --expert-split whole
+#   strata   two 1-node runs at once    two strata bench -t 1 side by side: what this host gives two
+#                                       single-thread processes together (their sum over one alone
+#                                       is the most a 2-node split on this one host could reach)
 #   llama.cpp 1 node                    llama-bench -t 1
 #   llama.cpp 2 ggml-rpc-server (-t 1)  llama-bench --rpc A,B -sm tensor -ts 1/1
 # and prints each row's best round, its ratio to the same tool's one node, and strata / llama.cpp.
@@ -46,11 +50,18 @@ declare -A cmds=(
   [l1]="bash $peer llama-bench ${common[*]}"
   [l2]="bash $peer llama-bench ${common[*]} --rpc $rpc -sm tensor -ts 1/1"
 )
-order=(s1 s2 s2w l1 l2)
+[[ ${WHOLE_EXPERTS:-0} == 1 ]] && cmds[s2x]="${cmds[s2]} --expert-split whole"
+order=(s1 s2 s2w ${cmds[s2x]:+s2x} pair l1 l2)
 # A run that fails (llama.cpp's RPC client aborts when a worker crashes) is reported in the table
 # with its error and the rounds go on; the RPC workers are restarted for the next round.
 for ((r = 1; r <= rounds; r++)); do
   for k in "${order[@]}"; do
+    if [[ $k == pair ]]; then  # two one-node runs at once; each writes its own file
+      ${cmds[s1]} >"$out/pa.$r.json" 2>/dev/null & a=$!
+      ${cmds[s1]} >"$out/pb.$r.json" 2>/dev/null & b=$!
+      wait $a && wait $b || echo "round $r: the paired one-node runs failed" >&2
+      continue
+    fi
     if ! ${cmds[$k]} >"$out/$k.$r.json" 2>"$out/$k.$r.err"; then
       grep -m1 -E "error|crashed|failed|abort" "$out/$k.$r.err" >"$out/$k.$r.fail" || tail -1 "$out/$k.$r.err" >"$out/$k.$r.fail"
       echo "round $r: $k failed: $(cat "$out/$k.$r.fail")" >&2
@@ -80,15 +91,21 @@ def fail(k):
         if os.path.exists(p):
             return open(p).read().strip()[-120:]
     return ""
-keys = ("s1", "s2", "s2w", "l1", "l2")
-runs = {k: [ts(k, r) for r in range(1, rounds + 1)] for k in keys}
+keys = ("s1", "s2", "s2w", "s2x", "pair", "l1", "l2")
+def pair(r):  # the two runs' sum
+    a, b = ts("pa", r), ts("pb", r)
+    return None if a is None or b is None else a + b
+runs = {k: [pair(r) if k == "pair" else ts(k, r) for r in range(1, rounds + 1)] for k in keys}
 best = {k: max([v for v in runs[k] if v is not None], default=None) for k in keys}
 print(f"| {name}, tg{ngen}, 1 thread per node | t/s (best; each round) | x one node |")
 print("| --- | ---: | ---: |")
 rows = [("strata, 1 node", "s1", "s1"), ("strata -sm tensor, this machine + 1 worker", "s2", "s1"),
-        ("strata -sm tensor, 2 workers", "s2w", "s1"), ("llama.cpp, 1 node", "l1", "l1"),
+        ("strata -sm tensor, 2 workers", "s2w", "s1"), ("strata -sm tensor --expert-split whole, this machine + 1 worker", "s2x", "s1"),
+        ("two strata 1-node runs at once, their sum (this host's ceiling for 2 nodes)", "pair", "s1"), ("llama.cpp, 1 node", "l1", "l1"),
         ("llama.cpp -sm tensor, 2 ggml-rpc-server", "l2", "l1")]
 for title, k, base in rows:
+    if all(v is None for v in runs[k]) and k == "s2x":
+        continue
     each = " / ".join("failed" if v is None else f"{v:.2f}" for v in runs[k])
     if best[k] is None:
         print(f"| {title} | failed every round: `{fail(k)}` | - |")

@@ -5,7 +5,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <unordered_set>
 
@@ -84,6 +86,8 @@ void StageRunner::repack_weights() {
   const double cpu_start = process_cpu_seconds();
   const std::unordered_set<std::string_view> listed(config_.tensors.begin(), config_.tensors.end());
   uint64_t from = 0, to = 0;
+  const MatrixView* largest = nullptr;
+  std::string largest_name;
   for (const Model::Tensor& t : model_->tensors()) {
     if (!listed.count(t.decl.name) || !repacks_tensor(*t.info)) continue;
     MatrixView* view = matrix_slot(weights_, t.decl);
@@ -94,6 +98,7 @@ void StageRunner::repack_weights() {
     const MatrixView src = *view;
     pool_->parallel_for(groups, 8, [&](int64_t g0, int64_t g1) { tensor::repack_groups(src, buf.get(), g0, g1); });
     *view = tensor::repacked_view(src, buf.get());
+    if (!largest || n > largest->rows * largest->row_stride) largest = view, largest_name = t.decl.name;
     model_->release_pages(t);
     std::erase_if(sliced_, [&](const AlignedBuffer& b) { return b.get() == src.data; });  // a copied slice
     repacked_.push_back(std::move(buf));
@@ -106,9 +111,25 @@ void StageRunner::repack_weights() {
     weights_.global.output = head_rows_only(config_.shard, config_.input) ? weights_.global.token_embd
                                                                           : weights_.global.token_embd.slice_rows(v.begin, v.size());
   }
+  choose_decode_prefetch(*largest, largest_name);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("repacked {} matrices for the prompt kernels: {:.1f} MiB -> {:.1f} MiB in {:.2f} s ({} threads, {:.2f} s CPU)",
                repacked_.size(), from / 1048576.0, to / 1048576.0, s, pool_->size(), process_cpu_seconds() - cpu_start);
+}
+
+// Once per process, on the first matrix large enough to stream from memory (tensor/repack.h).
+void StageRunner::choose_decode_prefetch(const MatrixView& w, const std::string& name) {
+  static std::atomic<bool> chosen{false};
+  if (chosen.load()) return;
+  const tensor::PrefetchChoice c = tensor::calibrate_decode_prefetch(w, *pool_);
+  if (c.measured) {
+    chosen = true;
+    spdlog::info("decode prefetch {}: one-token products of {} read {:.1f} GB/s with software prefetch, {:.1f} without "
+                 "({} threads)", c.on ? "on" : "off", name, c.gbps_with, c.gbps_without, pool_->size());
+  } else if (std::getenv("STRATA_DECODE_PREFETCH")) {
+    chosen = true;
+    spdlog::info("decode prefetch {}: set by STRATA_DECODE_PREFETCH", c.on ? "on" : "off");
+  }
 }
 
 Status StageRunner::validate(const Batch& b, bool check_tokens, bool again) const {

@@ -66,6 +66,7 @@ class StageRunner {
   // Repacks the stage's matrices for the prompt kernels (repacks_tensor) and releases the mapped
   // pages they replace.
   void repack_weights();
+  void choose_decode_prefetch(const MatrixView& w, const std::string& name);
 
   std::shared_ptr<const Model> model_;
   StageConfig config_;

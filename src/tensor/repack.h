@@ -34,4 +34,19 @@ MatrixView repacked_view(const MatrixView& w, const uint8_t* dst);
 // Row r of a repacked matrix back in its GGUF block form (row_bytes(type, cols) bytes at out).
 void unpack_row(const MatrixView& w, int64_t r, uint8_t* out);
 
+// One-token products of repacked matrices stream every weight once from memory. Asking for the
+// bytes 4 KB ahead in software doubled that speed on one host (7.4 -> 9.8 GB/s, Q4_K, one thread)
+// and halved it on another (19.0 -> 9.0 GB/s), so the process measures it on its own weights
+// (calibrate_decode_prefetch) and keeps the faster. Either way every output is the same bits.
+void set_decode_prefetch(bool on);
+struct PrefetchChoice {
+  bool on = true;
+  double gbps_with = 0, gbps_without = 0;  // best of the timed passes
+  bool measured = false;                   // false: forced by STRATA_DECODE_PREFETCH=on|off, or w too small
+};
+// Times one-token products of (up to 64 MiB of) the repacked w with and without software prefetch,
+// interleaved, and sets the faster. STRATA_DECODE_PREFETCH=on|off sets it without measuring; a
+// matrix under 16 MiB (it would sit in cache) leaves the setting as it is.
+PrefetchChoice calibrate_decode_prefetch(const MatrixView& w, ThreadPool& pool);
+
 }  // namespace strata::tensor

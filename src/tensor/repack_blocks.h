@@ -67,5 +67,7 @@ Gemm16Fn avx2_gemm16(DType w);    // x86/gemm16_avx2.cpp
 // The kernel this machine runs for w (the best ISA within STRATA_MAX_ISA), null if none: every
 // repacked matrix goes through it, so one token and prompts take the same one.
 Gemm16Fn gemm16_fn(DType w);
+// Whether one-token products ask for the weights ahead in software (tensor::set_decode_prefetch).
+bool decode_prefetch();
 
 }  // namespace strata::tensor::detail

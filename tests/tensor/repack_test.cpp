@@ -3,6 +3,7 @@
 // bit-identical whether its token is alone, in a batch of any size, or split over threads.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -176,6 +177,54 @@ TEST(Repack, OutputsDoNotDependOnBatchOrThreads) {
       }
     }
   }
+}
+
+// Software prefetch in one-token products changes when bytes arrive, never what is computed.
+TEST(Repack, DecodePrefetchOnOrOffGivesTheSameBits) {
+  std::mt19937 rng(12);
+  ThreadPool two(2);
+  for (DType t : kTypes) {
+    SKIP_WITHOUT_REPACKING(t);
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const int64_t rows = 256, cols = 1024;
+    const Matrix p = repacked(random_matrix(t, rows, cols, rng).view);
+    const std::vector<float> x = testing::random_floats(cols, rng);
+    std::vector<float> on(rows), off(rows);
+    set_decode_prefetch(true);
+    matmul(p.view, x.data(), 1, on.data(), two);
+    set_decode_prefetch(false);
+    matmul(p.view, x.data(), 1, off.data(), two);
+    set_decode_prefetch(true);
+    for (int64_t r = 0; r < rows; ++r) ASSERT_TRUE(same_bits(on[r], off[r])) << "row " << r;
+  }
+}
+
+// The calibration times both on a matrix too large for the cache and keeps the faster; a small one
+// or STRATA_DECODE_PREFETCH decides without timing.
+TEST(Repack, DecodePrefetchIsMeasuredAndTheFasterKept) {
+  SKIP_WITHOUT_REPACKING(DType::Q8_0);
+  ThreadPool one(1);
+  const int64_t cols = 4096, rows = 5120;  // Q8_0: 4352 bytes a row, 21 MiB
+  std::vector<uint8_t> bytes(static_cast<size_t>(rows) * repacked_row_bytes(DType::Q8_0, cols), 7);
+  const MatrixView big = repacked_view(MatrixView{DType::Q8_0, cols, rows, nullptr, row_bytes(DType::Q8_0, cols)},
+                                       bytes.data());
+  const PrefetchChoice c = calibrate_decode_prefetch(big, one);
+  ASSERT_TRUE(c.measured);
+  EXPECT_GT(c.gbps_with, 0.1);
+  EXPECT_GT(c.gbps_without, 0.1);
+  EXPECT_EQ(c.on, c.gbps_with > c.gbps_without);
+  EXPECT_EQ(detail::decode_prefetch(), c.on);
+
+  set_decode_prefetch(true);
+  EXPECT_FALSE(calibrate_decode_prefetch(big.slice_rows(0, 256), one).measured);  // 1 MiB: in cache
+  EXPECT_TRUE(detail::decode_prefetch());
+  ::setenv("STRATA_DECODE_PREFETCH", "off", 1);
+  const PrefetchChoice forced = calibrate_decode_prefetch(big, one);
+  ::unsetenv("STRATA_DECODE_PREFETCH");
+  EXPECT_FALSE(forced.measured);
+  EXPECT_FALSE(forced.on);
+  EXPECT_FALSE(detail::decode_prefetch());
+  set_decode_prefetch(true);
 }
 
 // The AVX2 kernels reach the AVX-512 ones' integers by other instructions and then run the same

@@ -368,7 +368,7 @@ inline void tiles(int64_t n, const typename K::X* w, const ActRows& a, int64_t t
 template <typename K>
 void gemm16(int64_t n, const uint8_t* w, size_t group_bytes, int64_t groups, const ActRows& a, int64_t tokens,
             float* y, int64_t ys) {
-  const bool stream = tokens <= 8;
+  const bool stream = tokens <= 8 && decode_prefetch();
   for (int64_t g = 0; g < groups; ++g) {
     const auto* wg = reinterpret_cast<const typename K::X*>(w + g * group_bytes);
     float* yg = y + 16 * g;
