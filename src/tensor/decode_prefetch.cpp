@@ -13,7 +13,13 @@
 namespace strata::tensor {
 namespace {
 
-std::atomic<bool> g_prefetch{true};
+// Until measured: on, unless STRATA_DECODE_PREFETCH=off (so benchmarks of the bare kernels can compare).
+bool prefetch_from_env() {
+  const char* env = std::getenv("STRATA_DECODE_PREFETCH");
+  return !env || std::string_view(env) != "off";
+}
+
+std::atomic<bool> g_prefetch{prefetch_from_env()};
 
 // Seconds of one one-token product of w.
 double time_product(const MatrixView& w, const QuantizedActivations& x, std::vector<float>& y, ThreadPool& pool) {

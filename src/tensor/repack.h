@@ -45,7 +45,8 @@ struct PrefetchChoice {
   bool measured = false;                   // false: forced by STRATA_DECODE_PREFETCH=on|off, or w too small
 };
 // Times one-token products of (up to 64 MiB of) the repacked w with and without software prefetch,
-// interleaved, and sets the faster. STRATA_DECODE_PREFETCH=on|off sets it without measuring; a
+// interleaved, and sets the faster. STRATA_DECODE_PREFETCH=on|off sets it without measuring (and
+// is the setting before any calibration, e.g. in the kernel benchmarks); a
 // matrix under 16 MiB (it would sit in cache) leaves the setting as it is.
 PrefetchChoice calibrate_decode_prefetch(const MatrixView& w, ThreadPool& pool);
 
