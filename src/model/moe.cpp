@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "model/ops.h"
+#include "model/shard.h"
 #include "tensor/matmul.h"
 
 namespace strata::model {
@@ -31,8 +32,8 @@ Expert expert(const LayerWeights& w, int32_t e, int64_t F, int64_t E) {
 // out[t] = sum over t's chosen experts i of weights[t][i] * expert_i(xn[t]), summed in choice order.
 // The (token, choice) rows are grouped by expert, so each expert's rows are read once per batch, and
 // all experts' gate/up products run in one parallel region, their down products in another.
-void routed_experts(const LayerContext& ctx, const LayerWeights& w, const float* xn, const int32_t* ids,
-                    const float* weights, float* out) {
+void routed_experts(const LayerContext& ctx, const LayerWeights& w, Range held_experts, const float* xn,
+                    const int32_t* ids, const float* weights, float* out) {
   const HParams& hp = ctx.hp;
   Scratch& s = ctx.scratch;
   const int64_t T = ctx.batch.size(), E = hp.n_embd, F = hp.n_ff_expert;
@@ -41,9 +42,9 @@ void routed_experts(const LayerContext& ctx, const LayerWeights& w, const float*
   const bool fused = !w.ffn_gate_up_exps.empty();
   const int64_t GW = fused ? 2 * F : F;  // width of a row of gate (or fused gate|up) outputs
 
-  // Counting sort of the rows by held expert (index from ctx.first_expert), stable (batch order within
-  // an expert); a choice of an expert held elsewhere gets no row (-1) and adds nothing here.
-  const int32_t e0 = std::max(0, ctx.first_expert), X = std::min(hp.n_expert, ctx.end_expert) - e0;
+  // Counting sort of the rows by held expert (index from held_experts.begin), stable (batch order
+  // within an expert); a choice of an expert held elsewhere gets no row (-1) and adds nothing here.
+  const int32_t e0 = held_experts.begin, X = held_experts.size();
   const auto held = [&](int64_t i) { return ids[i] >= e0 && ids[i] - e0 < X; };
   std::vector<int64_t> first(X + 1, 0), row_of(R, -1);
   for (int64_t i = 0; i < R; ++i) {
@@ -137,7 +138,8 @@ void route_experts(const float* logits, int32_t n_expert, int32_t k, int32_t* id
 void moe_sublayer(const LayerContext& ctx, const VectorView& norm, const LayerWeights& w, float* x) {
   const HParams& hp = ctx.hp;
   // A member may hold routed experts but no shared-expert rows, or the other way round.
-  const bool routed = hp.n_ff_expert > 0 && std::max(0, ctx.first_expert) < std::min(hp.n_expert, ctx.end_expert);
+  const Range held{std::max(0, ctx.first_expert), std::min(hp.n_expert, ctx.end_expert)};
+  const bool routed = hp.n_ff_expert > 0 && held.size() > 0;
   const bool shared = !w.ffn_gate_inp_shexp.empty() && hp.n_ff_shared_expert > 0;
   if (no_slice_here(ctx, routed || shared ? 1 : 0, x)) return;
   Scratch& s = ctx.scratch;
@@ -154,7 +156,7 @@ void moe_sublayer(const LayerContext& ctx, const VectorView& norm, const LayerWe
     std::vector<int32_t> ids(T * k);
     std::vector<float> weights(T * k);
     for (int64_t t = 0; t < T; ++t) route_experts(s.router.data() + t * X, hp.n_expert, k, &ids[t * k], &weights[t * k]);
-    routed_experts(ctx, w, s.norm.data(), ids.data(), weights.data(), s.proj.data());
+    routed_experts(ctx, w, held, s.norm.data(), ids.data(), weights.data(), s.proj.data());
   } else {
     std::fill_n(s.proj.data(), T * E, 0.0f);
   }

@@ -189,7 +189,7 @@ Status check_shard(const Model& model, const Shard& s) {
   STRATA_TRY(check("expert rows", s.ff_expert, hp.n_ff_expert, u.ff_expert));
   STRATA_TRY(check("routed experts", s.experts, hp.n_expert, 1));
   // Either rows of every expert or whole experts: a slice of both is not a cut any member makes.
-  if (s.experts.size() < hp.n_expert && s.ff_expert.size() < hp.n_ff_expert) {
+  if (holds_whole_experts(hp, s) && s.ff_expert.size() < hp.n_ff_expert) {
     return make_error("shard: routed experts [{}, {}) and expert rows [{}, {}) are both partial: cut by rows or by "
                       "experts, not both", s.experts.begin, s.experts.end, s.ff_expert.begin, s.ff_expert.end);
   }

@@ -75,6 +75,9 @@ std::string_view expert_split_name(ExpertSplit split);
 Result<std::vector<Shard>> split_shards(const Model& model, const std::vector<double>& weights,
                                         ExpertSplit experts = ExpertSplit::kRows);
 
+// Whether the shard holds a range of routed experts whole (else rows of every expert, or all of it).
+inline bool holds_whole_experts(const HParams& hp, const Shard& s) { return s.experts.size() < hp.n_expert; }
+
 // The hyperparameters the shard's layers run with: the head counts and widths of its slice.
 HParams shard_hparams(const HParams& hp, const Shard& shard);
 

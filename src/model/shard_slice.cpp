@@ -61,13 +61,11 @@ Cut cut_of(const TensorDecl& d) {
   return Cut::kWhole;
 }
 
-bool whole_experts(const HParams& hp, const Shard& s) { return s.experts.size() < hp.n_expert; }
-
 // ffn_down_exps is [expert][n_embd rows][F columns]: columns when every expert is cut by rows, the
 // held experts' rows when they are whole.
 Axis axis_of(const HParams& hp, const Shard& s, Cut cut) {
   switch (cut) {
-    case Cut::kExpertCols: return whole_experts(hp, s) ? Axis::kRows : Axis::kCols;
+    case Cut::kExpertCols: return holds_whole_experts(hp, s) ? Axis::kRows : Axis::kCols;
     case Cut::kQCols:
     case Cut::kFfCols:
     case Cut::kSsmOutCols:
@@ -122,7 +120,7 @@ Pieces pieces(const HParams& hp, const Shard& s, Cut cut) {
       return p;
     }
     case Cut::kExpertCols:
-      if (whole_experts(hp, s)) return {hp.n_expert, {s.experts}};
+      if (holds_whole_experts(hp, s)) return {hp.n_expert, {s.experts}};
       return {hp.n_ff_expert, {s.ff_expert}};
     case Cut::kSharedRows:
     case Cut::kSharedCols: return {hp.n_ff_shared_expert, {s.ff_shared}};

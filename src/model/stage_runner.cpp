@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <ctime>
 #include <unordered_set>
 
@@ -122,13 +121,13 @@ void StageRunner::choose_decode_prefetch(const MatrixView& w, const std::string&
   static std::atomic<bool> chosen{false};
   if (chosen.load()) return;
   const tensor::PrefetchChoice c = tensor::calibrate_decode_prefetch(w, *pool_);
-  if (c.measured) {
-    chosen = true;
+  if (!c.measured && !c.forced) return;  // too small to tell: a later stage may decide
+  chosen = true;
+  if (c.forced) {
+    spdlog::info("decode prefetch {}: set by STRATA_DECODE_PREFETCH", c.on ? "on" : "off");
+  } else {
     spdlog::info("decode prefetch {}: one-token products of {} read {:.1f} GB/s with software prefetch, {:.1f} without "
                  "({} threads)", c.on ? "on" : "off", name, c.gbps_with, c.gbps_without, pool_->size());
-  } else if (std::getenv("STRATA_DECODE_PREFETCH")) {
-    chosen = true;
-    spdlog::info("decode prefetch {}: set by STRATA_DECODE_PREFETCH", c.on ? "on" : "off");
   }
 }
 
@@ -189,7 +188,7 @@ Status StageRunner::run_layers(const Batch& batch, int32_t first, int32_t end, f
   for (int32_t il = first; il < end; ++il) {
     if (!config_.owned[il]) return make_error("layer {} is not owned by this node", il);
   }
-  LayerContext ctx{layer_hp_,  weights_.global, *pool_, batch, kv_, recurrent_ ? &*recurrent_ : nullptr, scratch_,
+  LayerContext ctx{layer_hp_, weights_.global, *pool_, batch, kv_, recurrent_ ? &*recurrent_ : nullptr, scratch_,
                    collective_};
   if (config_.shard.split()) ctx.first_expert = config_.shard.experts.begin, ctx.end_expert = config_.shard.experts.end;
   for (int32_t il = first; il < end; ++il) model_->architecture().forward_layer(ctx, weights_.layers[il], il, hidden);

@@ -67,7 +67,7 @@ std::string slice_text(const model::HParams& hp, const model::Shard& s) {
                      r * s.ssm_k_heads.size());
   }
   if (hp.n_ff > 0 && hp.n_expert == 0) t += ", FFN rows " + range_text(s.ff, hp.n_ff);
-  if (hp.n_expert > 0 && s.experts.size() < hp.n_expert) t += ", whole experts " + range_text(s.experts, hp.n_expert);
+  if (model::holds_whole_experts(hp, s)) t += ", whole experts " + range_text(s.experts, hp.n_expert);
   else if (hp.n_expert > 0) t += fmt::format(", rows {} of each of the {} experts", range_text(s.ff_expert, hp.n_ff_expert), hp.n_expert);
   if (hp.n_ff_shared_expert > 0) t += ", shared expert rows " + range_text(s.ff_shared, hp.n_ff_shared_expert);
   return t + ", vocabulary rows " + range_text(s.vocab, hp.n_vocab);
@@ -148,10 +148,10 @@ double busiest_whole_expert_count(const std::vector<int32_t>& held, int32_t k) {
 // Why the routed experts are cut as they are, in numbers: the busiest member's expected share of a
 // token's experts with whole experts against the rows' even share.
 std::string expert_split_why(const model::HParams& hp, const std::vector<model::Shard>& shards, model::ExpertSplit split) {
+  const bool whole = split == model::ExpertSplit::kWhole;
   std::vector<int32_t> held;
   double busiest_rows = 0;
   for (const model::Shard& s : shards) {
-    const bool whole = split == model::ExpertSplit::kWhole;
     held.push_back(whole ? s.experts.size()
                          : static_cast<int32_t>(std::lround(double(hp.n_expert) * s.ff_expert.size() / hp.n_ff_expert)));
     busiest_rows = std::max(busiest_rows, double(hp.n_expert_used) * (whole ? double(s.experts.size()) / hp.n_expert
@@ -159,7 +159,7 @@ std::string expert_split_why(const model::HParams& hp, const std::vector<model::
   }
   const double busiest = busiest_whole_expert_count(held, hp.n_expert_used);
   const double ratio = busiest_rows > 0 ? busiest / busiest_rows : 0.0;
-  if (split == model::ExpertSplit::kWhole) {
+  if (whole) {
     return fmt::format("routed experts are handed out whole (--expert-split whole): the busiest member runs {:.2f} of a "
                        "token's {} experts on average (uniform routing), {:.2f}x its even share of {:.2f}; on the "
                        "A3B shape over two nodes this decoded slower than rows of every expert (bench/README.md)",

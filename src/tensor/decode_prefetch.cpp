@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -13,13 +14,15 @@
 namespace strata::tensor {
 namespace {
 
-// Until measured: on, unless STRATA_DECODE_PREFETCH=off (so benchmarks of the bare kernels can compare).
-bool prefetch_from_env() {
+// STRATA_DECODE_PREFETCH=on|off, when set to either.
+std::optional<bool> forced_by_env() {
   const char* env = std::getenv("STRATA_DECODE_PREFETCH");
-  return !env || std::string_view(env) != "off";
+  if (!env || (std::string_view(env) != "on" && std::string_view(env) != "off")) return std::nullopt;
+  return std::string_view(env) == "on";
 }
 
-std::atomic<bool> g_prefetch{prefetch_from_env()};
+// Until measured: on, unless the variable says off (so benchmarks of the bare kernels can compare).
+std::atomic<bool> g_prefetch{forced_by_env().value_or(true)};
 
 // Seconds of one one-token product of w.
 double time_product(const MatrixView& w, const QuantizedActivations& x, std::vector<float>& y, ThreadPool& pool) {
@@ -38,13 +41,10 @@ void set_decode_prefetch(bool on) { g_prefetch.store(on, std::memory_order_relax
 
 PrefetchChoice calibrate_decode_prefetch(const MatrixView& w, ThreadPool& pool) {
   PrefetchChoice c;
-  if (const char* env = std::getenv("STRATA_DECODE_PREFETCH")) {
-    const std::string_view v(env);
-    if (v == "on" || v == "off") {
-      c.on = v == "on";
-      set_decode_prefetch(c.on);
-      return c;
-    }
+  if (const std::optional<bool> forced = forced_by_env()) {
+    c.on = *forced, c.forced = true;
+    set_decode_prefetch(c.on);
+    return c;
   }
   constexpr size_t kMin = size_t{16} << 20, kMax = size_t{64} << 20;
   const size_t group = kRepackRows * w.row_stride;

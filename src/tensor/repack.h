@@ -42,7 +42,8 @@ void set_decode_prefetch(bool on);
 struct PrefetchChoice {
   bool on = true;
   double gbps_with = 0, gbps_without = 0;  // best of the timed passes
-  bool measured = false;                   // false: forced by STRATA_DECODE_PREFETCH=on|off, or w too small
+  bool measured = false;                   // timed (not forced, w large enough)
+  bool forced = false;                     // set by STRATA_DECODE_PREFETCH=on|off
 };
 // Times one-token products of (up to 64 MiB of) the repacked w with and without software prefetch,
 // interleaved, and sets the faster. STRATA_DECODE_PREFETCH=on|off sets it without measuring (and

@@ -223,6 +223,7 @@ TEST(Repack, DecodePrefetchIsMeasuredAndTheFasterKept) {
   const PrefetchChoice forced = calibrate_decode_prefetch(big, one);
   ::unsetenv("STRATA_DECODE_PREFETCH");
   EXPECT_FALSE(forced.measured);
+  EXPECT_TRUE(forced.forced);
   EXPECT_FALSE(forced.on);
   EXPECT_FALSE(detail::decode_prefetch());
   set_decode_prefetch(true);
