@@ -27,8 +27,8 @@ std::optional<uint64_t> read_bytes_file(const std::string& path) {
   return v;
 }
 
-std::optional<uint64_t> meminfo_value(const std::string& path, const std::string& key) {
-  std::ifstream in(path);
+// "Key:   N kB" lines (/proc/meminfo, smaps_rollup after its first line).
+std::optional<uint64_t> kb_value(std::istream& in, const std::string& key) {
   std::string k, unit;
   uint64_t kb = 0;
   while (in >> k >> kb) {
@@ -38,7 +38,19 @@ std::optional<uint64_t> meminfo_value(const std::string& path, const std::string
   return std::nullopt;
 }
 
+std::optional<uint64_t> meminfo_value(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  return kb_value(in, key);
+}
+
 }  // namespace
+
+uint64_t huge_page_bytes(const std::string& smaps_rollup) {
+  std::ifstream in(smaps_rollup);
+  std::string header;
+  std::getline(in, header);
+  return kb_value(in, "AnonHugePages").value_or(0);
+}
 
 MemoryFacts read_memory_facts(const std::string& cgroup_root, const std::string& meminfo) {
   MemoryFacts f;

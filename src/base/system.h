@@ -18,6 +18,9 @@ struct MemoryFacts {
 MemoryFacts read_memory_facts(const std::string& cgroup_root = "/sys/fs/cgroup",
                               const std::string& meminfo = "/proc/meminfo");
 
+// Bytes of this process's anonymous memory in transparent huge pages (0 when the kernel does not say).
+uint64_t huge_page_bytes(const std::string& smaps_rollup = "/proc/self/smaps_rollup");
+
 // CPU features relevant to the kernels, e.g. {"avx2", "fma", "f16c", "avx512f", "avx512_vnni"}.
 std::vector<std::string> cpu_features();
 // F16C (half <-> float conversion). Asked through CPUID: clang's __builtin_cpu_supports does not know

@@ -132,11 +132,15 @@ Status check_slice_bytes(const SliceBytes& slice, uint64_t nbytes);
 void for_each_piece(const SliceBytes& slice, uint64_t from, uint64_t n,
                     const std::function<void(uint64_t tensor_offset, uint64_t stream_offset, uint64_t length)>& f);
 
-// Aligned byte buffers that sliced views point into.
+// Aligned byte buffers that sliced and repacked views point into. From 2 MiB on they are mappings of
+// their own asking for 2 MiB pages (MADV_HUGEPAGE): one-token products stream the weights, and with
+// 4 KiB pages every 4 KiB costs a TLB walk (bench/README.md: +10-50% per core on a Zen 4 VM).
 struct AlignedFree {
+  size_t mapped = 0;  // bytes of the mapping; 0: from operator new
   void operator()(uint8_t* p) const;
 };
 using AlignedBuffer = std::unique_ptr<uint8_t[], AlignedFree>;
+inline constexpr size_t kHugePage = size_t{2} << 20;
 AlignedBuffer aligned_buffer(size_t bytes);
 
 // Replaces the bound views of the owned layers and the output head by the shard's slices (one run of

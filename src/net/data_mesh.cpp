@@ -287,6 +287,14 @@ Result<std::unique_ptr<DataMesh>> DataMesh::join(int32_t self, const std::vector
 }
 
 DataMesh::~DataMesh() {
+  if (exchanges_ > 0) {
+    const double span = std::chrono::duration<double>(last_ - first_).count();
+    const double waited = static_cast<double>(wait_ns_) * 1e-9;
+    spdlog::info("data links: member {} waited {:.1f} us per exchange on average over {} exchanges, {:.0f}% of its "
+                 "{:.2f} s between the first and the last",
+                 self_, waited * 1e6 / static_cast<double>(exchanges_), exchanges_, span > 0 ? 100 * waited / span : 0.0,
+                 span);
+  }
   for (int fd : fds_) {
     if (fd >= 0) ::close(fd);
   }
@@ -377,8 +385,11 @@ Status DataMesh::exchange(const float* data, int64_t n) {
 void DataMesh::all_reduce_sum(float* data, int64_t n) {
   if (!error_.ok() || n <= 0) return;
   if (n > (int64_t{1} << 28)) return fail(make_error("tensor split: an exchange of {} floats is too large", n));
+  const auto start = Clock::now();
   if (Status s = exchange(data, n); !s.ok()) return fail(std::move(s));
-  ++exchanges_;
+  last_ = Clock::now();
+  if (exchanges_++ == 0) first_ = start;
+  wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(last_ - start).count();
   // Member order, on every member: ((m0 + m1) + m2) + ...
   sum_.assign(n, 0.0f);
   const float* first = self_ == 0 ? data : received_[0].data();

@@ -15,6 +15,7 @@
 // before it leaves: a LAN's latency and line rate on the data links (not on the gRPC calls).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -88,6 +89,9 @@ class DataMesh final : public model::Collective {
   std::vector<float> sum_;
   Status error_;
   uint64_t exchanges_ = 0;
+  // Where the time goes, logged when the mesh closes: time inside exchanges against the whole span.
+  int64_t wait_ns_ = 0;
+  std::chrono::steady_clock::time_point first_, last_;
 };
 
 }  // namespace strata::net

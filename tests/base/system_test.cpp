@@ -63,6 +63,15 @@ TEST_F(FakeProc, garbage_in_cgroup_files_is_ignored) {
   EXPECT_FALSE(facts().cgroup_limited);
 }
 
+TEST_F(FakeProc, huge_page_bytes_read_after_the_rollup_header) {
+  write("smaps", "55d0c0000000-7ffd00000000 ---p 00000000 00:00 0                  [rollup]\n"
+                 "Rss:              928892 kB\nAnonHugePages:    866304 kB\nShmemHugePages:        0 kB\n");
+  EXPECT_EQ(huge_page_bytes((root_ / "smaps").string()), uint64_t{866304} * 1024);
+  write("smaps", "garbage\nRss: lots\n");
+  EXPECT_EQ(huge_page_bytes((root_ / "smaps").string()), 0u);
+  EXPECT_EQ(huge_page_bytes((root_ / "missing").string()), 0u);
+}
+
 TEST(System, this_machine_reports_some_memory_and_threads) {
   const MemoryFacts f = read_memory_facts();
   EXPECT_GT(f.limit, 0u);
