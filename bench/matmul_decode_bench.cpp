@@ -94,7 +94,38 @@ void bench_few_tokens(benchmark::State& state, int64_t n, bool shares) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * rows * static_cast<int64_t>(m.row_stride));
 }
 
+// One token through a chain of repacked Q4_K matrices of `mb` MiB each, 256 MiB in all (beyond every
+// cache), one after another as a model's layers run: what smaller matrices (a tensor split's
+// slices) cost per byte against one large one.
+void bench_chain(benchmark::State& state, int64_t mb) {
+  const DType t = DType::Q4_K;
+  const int64_t rows = (mb << 20) / static_cast<int64_t>(row_bytes(t, kCols)) / 16 * 16;
+  const int64_t n = 256 / mb;
+  std::vector<std::vector<uint8_t>> packed(static_cast<size_t>(n));
+  std::vector<MatrixView> m;
+  const std::vector<uint8_t> w = bench::random_quant_matrix(t, kCols, rows);
+  for (auto& p : packed) {
+    p.resize(static_cast<size_t>(rows) * repacked_row_bytes(t, kCols));
+    m.push_back(repack_groups({t, kCols, rows, w.data(), row_bytes(t, kCols)}, p.data(), 0, rows / kRepackRows));
+  }
+  ThreadPool pool(1);
+  std::vector<float> x(kCols, 0.5f), y(static_cast<size_t>(rows));
+  QuantizedActivations q;
+  q.quantize(t, x.data(), 1, kCols, pool);
+  for (auto _ : state) {
+    for (const MatrixView& v : m) matmul(v, q, 1, y.data(), rows, pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * rows * static_cast<int64_t>(m[0].row_stride));
+}
+
 [[maybe_unused]] const bool registered = [] {
+  if (repacks(DType::Q4_K, 16, kCols)) {
+    for (int64_t mb : {1, 2, 4, 8, 32}) {
+      const std::string name = "matmul_decode/Q4_K/1threads/repacked/chain" + std::to_string(mb) + "MiB";
+      benchmark::RegisterBenchmark(name.c_str(), bench_chain, mb)->UseRealTime();
+    }
+  }
   for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0}) {
     for (int threads : {1, 2}) {
       for (bool repacked : {false, true}) {

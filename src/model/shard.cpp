@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <new>
 #include <numeric>
@@ -69,7 +70,11 @@ AlignedBuffer aligned_buffer(size_t bytes) {
     const uintptr_t start = (base + kHugePage - 1) / kHugePage * kHugePage;
     if (start > base) ::munmap(raw, start - base);
     if (const size_t tail = base + n + kHugePage - (start + n)) ::munmap(reinterpret_cast<void*>(start + n), tail);
-    ::madvise(reinterpret_cast<void*>(start), n, MADV_HUGEPAGE);
+    static const bool off = [] {
+      const char* e = std::getenv("STRATA_HUGE_PAGES");
+      return e && std::string_view(e) == "off";
+    }();
+    if (!off) ::madvise(reinterpret_cast<void*>(start), n, MADV_HUGEPAGE);
     return AlignedBuffer(reinterpret_cast<uint8_t*>(start), AlignedFree{n});
   }
   return AlignedBuffer(static_cast<uint8_t*>(::operator new[](std::max<size_t>(bytes, 1), std::align_val_t{64})));
