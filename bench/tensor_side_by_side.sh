@@ -54,24 +54,33 @@ declare -A cmds=(
 order=(s1 s2 s2w ${cmds[s2x]:+s2x} pair l1 l2)
 # A run that fails (llama.cpp's RPC client aborts when a worker crashes) is reported in the table
 # with its error and the rounds go on; the RPC workers are restarted for the next round.
+# The hypervisor's share of this VM's CPU time while each run ran (/proc/stat "steal"): a split waits
+# for whichever member is held back, so it loses more to steal than one node does.
+cpu_line() { head -1 /proc/stat; }
+run_one() {
+  local k=$1 r=$2
+  if [[ $k == pair ]]; then  # two one-node runs at once; each writes its own file
+    ${cmds[s1]} >"$out/pa.$r.json" 2>/dev/null & a=$!
+    ${cmds[s1]} >"$out/pb.$r.json" 2>/dev/null & b=$!
+    wait $a && wait $b || echo "round $r: the paired one-node runs failed" >&2
+    return
+  fi
+  if ! ${cmds[$k]} >"$out/$k.$r.json" 2>"$out/$k.$r.err"; then
+    grep -m1 -E "error|crashed|failed|abort" "$out/$k.$r.err" >"$out/$k.$r.fail" || tail -1 "$out/$k.$r.err" >"$out/$k.$r.fail"
+    echo "round $r: $k failed: $(cat "$out/$k.$r.fail")" >&2
+    rm -f "$out/$k.$r.json"
+    if [[ $k == l2 ]]; then
+      for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+      pids=()
+      start_rpc
+    fi
+  fi
+}
 for ((r = 1; r <= rounds; r++)); do
   for k in "${order[@]}"; do
-    if [[ $k == pair ]]; then  # two one-node runs at once; each writes its own file
-      ${cmds[s1]} >"$out/pa.$r.json" 2>/dev/null & a=$!
-      ${cmds[s1]} >"$out/pb.$r.json" 2>/dev/null & b=$!
-      wait $a && wait $b || echo "round $r: the paired one-node runs failed" >&2
-      continue
-    fi
-    if ! ${cmds[$k]} >"$out/$k.$r.json" 2>"$out/$k.$r.err"; then
-      grep -m1 -E "error|crashed|failed|abort" "$out/$k.$r.err" >"$out/$k.$r.fail" || tail -1 "$out/$k.$r.err" >"$out/$k.$r.fail"
-      echo "round $r: $k failed: $(cat "$out/$k.$r.fail")" >&2
-      rm -f "$out/$k.$r.json"
-      if [[ $k == l2 ]]; then
-        for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-        pids=()
-        start_rpc
-      fi
-    fi
+    cpu_line >"$out/$k.$r.cpu0"
+    run_one "$k" "$r"
+    cpu_line >"$out/$k.$r.cpu1"
   done
 done
 
@@ -91,14 +100,21 @@ def fail(k):
         if os.path.exists(p):
             return open(p).read().strip()[-120:]
     return ""
+def steal(k, r):  # percent of all CPU time the hypervisor took during the run
+    try:
+        a, b = ([int(v) for v in open(os.path.join(out, f"{k}.{r}.{c}")).read().split()[1:9]] for c in ("cpu0", "cpu1"))
+    except (OSError, ValueError):
+        return None
+    d = [y - x for x, y in zip(a, b)]
+    return 100.0 * d[7] / sum(d) if sum(d) > 0 else None
 keys = ("s1", "s2", "s2w", "s2x", "pair", "l1", "l2")
 def pair(r):  # the two runs' sum
     a, b = ts("pa", r), ts("pb", r)
     return None if a is None or b is None else a + b
 runs = {k: [pair(r) if k == "pair" else ts(k, r) for r in range(1, rounds + 1)] for k in keys}
 best = {k: max([v for v in runs[k] if v is not None], default=None) for k in keys}
-print(f"| {name}, tg{ngen}, 1 thread per node | t/s (best; each round) | x one node |")
-print("| --- | ---: | ---: |")
+print(f"| {name}, tg{ngen}, 1 thread per node | t/s (best; each round) | x one node | CPU steal % (each round) |")
+print("| --- | ---: | ---: | ---: |")
 rows = [("strata, 1 node", "s1", "s1"), ("strata -sm tensor, this machine + 1 worker", "s2", "s1"),
         ("strata -sm tensor, 2 workers", "s2w", "s1"), ("strata -sm tensor --expert-split whole, this machine + 1 worker", "s2x", "s1"),
         ("two strata 1-node runs at once, their sum (this host's ceiling for 2 nodes)", "pair", "s1"), ("llama.cpp, 1 node", "l1", "l1"),
@@ -107,10 +123,12 @@ for title, k, base in rows:
     if all(v is None for v in runs[k]) and k == "s2x":
         continue
     each = " / ".join("failed" if v is None else f"{v:.2f}" for v in runs[k])
+    stolen = " / ".join("-" if v is None else f"{v:.0f}" for v in (steal(k, r) for r in range(1, rounds + 1)))
     if best[k] is None:
-        print(f"| {title} | failed every round: `{fail(k)}` | - |")
+        print(f"| {title} | failed every round: `{fail(k)}` | - | {stolen} |")
     else:
-        print(f"| {title} | {best[k]:.2f} ({each}) | {best[k] / best[base]:.2f}x |" if best[base] else f"| {title} | {best[k]:.2f} ({each}) | - |")
+        ratio = f"{best[k] / best[base]:.2f}x" if best[base] else "-"
+        print(f"| {title} | {best[k]:.2f} ({each}) | {ratio} | {stolen} |")
 if best["s1"] and best["l1"]:
     print(f"\nstrata / llama.cpp, 1 node: {best['s1'] / best['l1']:.2f}x")
 if best["l2"] and (best["s2"] or best["s2w"]):
