@@ -5,6 +5,8 @@
 //   matmul_decode/<type>/<threads>/{plain,repacked}: the GGUF layout against the 16-row repacked one
 //   matmul_decode/Q4_K/2threads/repacked/<n>tokens/{blocks16,shares}: n tokens at once (server slots
 //     decoding together) with 16-row groups handed out in turn (before) or as matmul splits them now
+//   matmul_decode/Q4_K/1threads/repacked/chain<n>MiB: 256 MiB as a chain of n MiB matrices (a tensor
+//     split's smaller slices against one node's whole matrices)
 //   ./strata_microbench --benchmark_filter='matmul_decode'
 #include <benchmark/benchmark.h>
 
