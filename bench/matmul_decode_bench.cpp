@@ -122,12 +122,6 @@ void bench_chain(benchmark::State& state, int64_t mb) {
 }
 
 [[maybe_unused]] const bool registered = [] {
-  if (repacks(DType::Q4_K, 16, kCols)) {
-    for (int64_t mb : {1, 2, 4, 8, 32}) {
-      const std::string name = "matmul_decode/Q4_K/1threads/repacked/chain" + std::to_string(mb) + "MiB";
-      benchmark::RegisterBenchmark(name.c_str(), bench_chain, mb)->UseRealTime();
-    }
-  }
   for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0}) {
     for (int threads : {1, 2}) {
       for (bool repacked : {false, true}) {
@@ -139,6 +133,10 @@ void bench_chain(benchmark::State& state, int64_t mb) {
     }
   }
   if (repacks(DType::Q4_K, 16, kCols)) {
+    for (int64_t mb : {1, 2, 4, 8, 32}) {
+      const std::string name = "matmul_decode/Q4_K/1threads/repacked/chain" + std::to_string(mb) + "MiB";
+      benchmark::RegisterBenchmark(name.c_str(), bench_chain, mb)->UseRealTime();
+    }
     for (int64_t n : {2, 4, 8}) {
       for (bool shares : {false, true}) {
         const std::string name = "matmul_decode/Q4_K/2threads/repacked/" + std::to_string(n) + "tokens/" +

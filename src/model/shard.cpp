@@ -69,7 +69,7 @@ AlignedBuffer aligned_buffer(size_t bytes) {
     const auto base = reinterpret_cast<uintptr_t>(raw);
     const uintptr_t start = (base + kHugePage - 1) / kHugePage * kHugePage;
     if (start > base) ::munmap(raw, start - base);
-    if (const size_t tail = base + n + kHugePage - (start + n)) ::munmap(reinterpret_cast<void*>(start + n), tail);
+    if (const size_t tail = base + kHugePage - start) ::munmap(reinterpret_cast<void*>(start + n), tail);
     static const bool off = [] {
       const char* e = std::getenv("STRATA_HUGE_PAGES");
       return e && std::string_view(e) == "off";

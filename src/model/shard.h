@@ -134,7 +134,7 @@ void for_each_piece(const SliceBytes& slice, uint64_t from, uint64_t n,
 
 // Aligned byte buffers that sliced and repacked views point into. From 2 MiB on they are mappings of
 // their own asking for 2 MiB pages (MADV_HUGEPAGE): one-token products stream the weights, and with
-// 4 KiB pages every 4 KiB costs a TLB walk (bench/README.md: +10-50% per core on a Zen 4 VM).
+// 4 KiB pages every 4 KiB costs a page walk (bench/README.md: Llama-1B decode +7% on a Zen 4 VM).
 // STRATA_HUGE_PAGES=off leaves them to the kernel's default (where a huge page's first fault is dear).
 struct AlignedFree {
   size_t mapped = 0;  // bytes of the mapping; 0: from operator new

@@ -77,10 +77,10 @@ double process_cpu_seconds() {
 // Where the time goes, in CPU seconds for the 3.8 GB of a 30B-A3B Q4_K_M on two threads (a loaded
 // machine; 2.7-3.9 in all, 13.3 with the old per-element loops): faulting in the new pages ~1.6-2.6,
 // faulting in the mapped source ~0.3, repacking ~1.4 (a memcpy of the same bytes: 0.55), releasing
-// the source pages ~0.15. The destination asks for 2 MiB pages (aligned_buffer): their faults cost
-// less than 4 KiB ones when the kernel has free huge pages and more when it must compact memory
-// first (a 1 GiB fill: 0.15 s against 0.65-0.83, or 2.3 s compacting), and decode reads them 10-50%
-// faster. MADV_POPULATE_WRITE / MADV_POPULATE_READ / MADV_WILLNEED ahead of the copy gained nothing.
+// the source pages ~0.15. The destination asks for 2 MiB pages (aligned_buffer): a 1 GiB fill took
+// 0.15-0.43 s in them against 0.57-0.83 in 4 KiB pages, but 2.3-3.1 s the first time on a VM (no
+// compaction counted: likely the hypervisor backing fresh memory); decode reads them faster
+// (bench/README.md). MADV_POPULATE_WRITE / MADV_POPULATE_READ / MADV_WILLNEED gained nothing.
 void StageRunner::repack_weights() {
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = process_cpu_seconds();
