@@ -26,6 +26,7 @@ namespace strata::model {
 
 struct Scratch;
 class Collective;
+class WeightWarmer;
 
 // Where a declared tensor goes once loaded.
 using TensorSlot = std::variant<MatrixView LayerWeights::*, VectorView LayerWeights::*, MatrixView GlobalWeights::*,
@@ -57,6 +58,7 @@ struct LayerContext {
   memory::RecurrentState* recurrent;    // Gated DeltaNet layers; null when the model has none
   Scratch& scratch;
   Collective* collective = nullptr;     // tensor split: adds the group's partial sub-layer outputs
+  WeightWarmer* warmer = nullptr;       // with a collective: records the matrices read, warms them while waiting
   // Routed experts held whole, [first_expert, end_expert); every expert unless cut by experts, and
   // the expert tensors then hold only these (expert first_expert at index 0).
   int32_t first_expert = 0;

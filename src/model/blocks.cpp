@@ -7,6 +7,7 @@
 #include "model/attention.h"
 #include "model/collective.h"
 #include "model/ops.h"
+#include "model/weight_warmer.h"
 #include "tensor/quants.h"
 
 namespace strata::model {
@@ -42,7 +43,10 @@ void add_rows(float* x, const float* y, int64_t n) {
 }  // namespace
 
 void add_sublayer_output(const LayerContext& ctx, float* x, float* out, int64_t n) {
-  if (ctx.collective) ctx.collective->all_reduce_sum(out, n);
+  if (ctx.collective) {
+    if (ctx.warmer) ctx.warmer->end_segment();
+    ctx.collective->all_reduce_sum(out, n, ctx.warmer);
+  }
   add_rows(x, out, n);
 }
 
@@ -65,6 +69,7 @@ const tensor::QuantizedActivations& ProjectionInput::as(const MatrixView& w) {
 }
 
 void project(const LayerContext& ctx, ProjectionInput& in, const MatrixView& w, const VectorView& bias, float* y) {
+  if (ctx.warmer) ctx.warmer->note(w.data, static_cast<size_t>(w.rows) * w.row_stride);
   tensor::matmul(w, in.as(w), in.rows(), y, w.rows, ctx.pool);
   add_bias_rows(y, in.rows(), bias);
 }

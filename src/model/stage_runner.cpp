@@ -193,11 +193,23 @@ Status StageRunner::run_layers(const Batch& batch, int32_t first, int32_t end, f
   }
   LayerContext ctx{layer_hp_, weights_.global, *pool_, batch, kv_, recurrent_ ? &*recurrent_ : nullptr, scratch_,
                    collective_};
+  if (collective_) {
+    warmer_.begin_batch();
+    ctx.warmer = &warmer_;
+  }
   if (config_.shard.split()) ctx.first_expert = config_.shard.experts.begin, ctx.end_expert = config_.shard.experts.end;
   for (int32_t il = first; il < end; ++il) model_->architecture().forward_layer(ctx, weights_.layers[il], il, hidden);
   if (collective_) STRATA_TRY(collective_->error());
   record_positions(batch);
   return {};
+}
+
+void StageRunner::set_collective(Collective* collective) {
+  collective_ = collective;
+  if (!collective) return;
+  if (warmer_.budget() == 0) spdlog::info("tensor split: no weights are warmed while exchanges wait (STRATA_WARM_MB=0)");
+  else spdlog::info("tensor split: while an exchange waits, up to {} MiB of the weights read next are pulled into the caches",
+                    warmer_.budget() >> 20);
 }
 
 void StageRunner::record_positions(const Batch& batch) {
@@ -219,6 +231,8 @@ std::vector<float> StageRunner::logits(const Batch& batch, const float* hidden) 
   const int64_t n_out = static_cast<int64_t>(rows.size()) / E;
   std::vector<float> out(n_out * weights_.global.output.rows);
   if (n_out > 0) {
+    const MatrixView& head = weights_.global.output;
+    if (collective_) warmer_.note(head.data, static_cast<size_t>(head.rows) * head.row_stride);
     tensor::matmul(weights_.global.output, rows.data(), n_out, out.data(), *pool_);
     add_bias_rows(out.data(), n_out, weights_.global.output_bias);
   }

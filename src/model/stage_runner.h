@@ -15,6 +15,7 @@
 #include "model/collective.h"
 #include "model/model.h"
 #include "model/stage_layout.h"
+#include "model/weight_warmer.h"
 #include "tensor/thread_pool.h"
 
 namespace strata::model {
@@ -46,7 +47,7 @@ class StageRunner {
   std::vector<float> logits(const Batch& batch, const float* hidden);
   // Tensor split: the group's links, which run_layers adds the partial sub-layer outputs over (null:
   // none). A failed exchange makes run_layers return the collective's error.
-  void set_collective(Collective* collective) { collective_ = collective; }
+  void set_collective(Collective* collective);
 
   // Sequence operations reach the KV cache and the recurrent state. On a model with recurrent layers
   // (owned here or not, so every node answers alike) remove_from follows RecurrentState's rule: no-op
@@ -80,6 +81,7 @@ class StageRunner {
   std::vector<AlignedBuffer> sliced_;    // column slices of a tensor split
   Scratch scratch_;
   Collective* collective_ = nullptr;
+  WeightWarmer warmer_;  // used with a collective only
 };
 
 }  // namespace strata::model

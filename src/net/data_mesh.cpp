@@ -41,6 +41,7 @@ static_assert(sizeof(Hello) == 16 + 32 + 8 + kNonce);
 struct FrameHeader {
   uint32_t sequence;
   uint32_t floats;
+  int64_t sent_ns;  // the sender's steady clock: the wire emulation delivers the frame that much later
 };
 
 int remaining_ms(Clock::time_point deadline) {
@@ -308,9 +309,10 @@ void DataMesh::fail(Status s) {
 
 // Sends this member's n floats to every peer and reads theirs, all links at once (a large batch
 // would fill both directions' buffers if each link were written before being read).
-Status DataMesh::exchange(const float* data, int64_t n) {
+Status DataMesh::exchange(const float* data, int64_t n, model::IdleWork* idle) {
   const int32_t members = size();
-  const FrameHeader header{sequence_++, static_cast<uint32_t>(n)};
+  const auto start = Clock::now();
+  const FrameHeader header{sequence_++, static_cast<uint32_t>(n), start.time_since_epoch().count()};
   const size_t payload = static_cast<size_t>(n) * sizeof(float);
   struct Progress {
     size_t sent = 0, got = 0;
@@ -319,13 +321,10 @@ Status DataMesh::exchange(const float* data, int64_t n) {
   std::vector<Progress> p(members);
   received_.resize(members);
   const size_t total = sizeof header + payload;
-  if (delay_us_ > 0 || mbit_ > 0) {  // the wire emulation: the frame leaves when a LAN would deliver it
-    const double us = delay_us_ + (mbit_ > 0 ? static_cast<double>(total) * 8 / mbit_ : 0);
-    const auto until = Clock::now() + std::chrono::nanoseconds(static_cast<int64_t>(us * 1000));
-    while (Clock::now() < until) {
-    }
-  }
-  const auto start = Clock::now();
+  // The wire emulation: a frame counts as arrived when a LAN would have delivered it.
+  const double wire_us = delay_us_ + (mbit_ > 0 ? static_cast<double>(total) * 8 / mbit_ : 0);
+  const auto wire = std::chrono::nanoseconds(static_cast<int64_t>(wire_us * 1000));
+  auto delivered = start;
   const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
   const auto spin_until = start + std::chrono::microseconds(spin_us_);
   std::vector<pollfd> fds;
@@ -353,6 +352,10 @@ Status DataMesh::exchange(const float* data, int64_t n) {
                               names_[m], q.in.sequence, q.in.floats, header.sequence, header.floats);
           }
           received_[m].resize(static_cast<size_t>(n));
+          if (wire.count() > 0) {  // the cap: a sender's clock is trusted for no more than the wire time
+            const auto sent = Clock::time_point(Clock::duration(q.in.sent_ns));
+            delivered = std::max(delivered, std::min(sent, Clock::now()) + wire);
+          }
         }
         uint8_t* dst = q.got < sizeof header ? reinterpret_cast<uint8_t*>(&q.in) + q.got
                                              : reinterpret_cast<uint8_t*>(received_[m].data()) + (q.got - sizeof header);
@@ -368,7 +371,9 @@ Status DataMesh::exchange(const float* data, int64_t n) {
         who.push_back(m);
       }
     }
-    if (fds.empty()) return {};
+    if (fds.empty() && Clock::now() >= delivered) return {};
+    if (idle && Clock::now() < deadline && idle->step()) continue;  // warm the next weights rather than spin
+    if (fds.empty()) continue;  // received, but still on the emulated wire
     // The peers are usually a few microseconds away: retry at once for a while (yielding the core to
     // anyone who wants it) rather than sleep in poll, whose wake-up costs tens of microseconds.
     if (Clock::now() < spin_until) {
@@ -382,11 +387,11 @@ Status DataMesh::exchange(const float* data, int64_t n) {
   }
 }
 
-void DataMesh::all_reduce_sum(float* data, int64_t n) {
+void DataMesh::all_reduce_sum(float* data, int64_t n, model::IdleWork* idle) {
   if (!error_.ok() || n <= 0) return;
   if (n > (int64_t{1} << 28)) return fail(make_error("tensor split: an exchange of {} floats is too large", n));
   const auto start = Clock::now();
-  if (Status s = exchange(data, n); !s.ok()) return fail(std::move(s));
+  if (Status s = exchange(data, n, idle); !s.ok()) return fail(std::move(s));
   last_ = Clock::now();
   if (exchanges_++ == 0) first_ = start;
   wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(last_ - start).count();

@@ -11,8 +11,9 @@
 // private network. Every read is bounded by the expected size and every wait by the deadline.
 //
 // For measurements on kernels without sch_netem (scripts/lan.sh needs it), STRATA_LINK_DELAY_US and
-// STRATA_LINK_MBIT hold each frame back by a one-way delay plus its time on a link of that rate
-// before it leaves: a LAN's latency and line rate on the data links (not on the gRPC calls).
+// STRATA_LINK_MBIT make a frame count as arrived only a one-way delay plus its time on a link of that
+// rate after it was sent (the sender goes on meanwhile, as behind a NIC): a LAN's latency and line
+// rate on the data links (not on the gRPC calls), for members on one machine.
 #pragma once
 
 #include <chrono>
@@ -66,7 +67,7 @@ class DataMesh final : public model::Collective {
                                                 const std::string& session, int32_t timeout_ms);
   ~DataMesh() override;
 
-  void all_reduce_sum(float* data, int64_t n) override;
+  void all_reduce_sum(float* data, int64_t n, model::IdleWork* idle = nullptr) override;
   Status error() const override { return error_; }
   int32_t self() const { return self_; }
   int32_t size() const { return static_cast<int32_t>(fds_.size()); }
@@ -75,7 +76,7 @@ class DataMesh final : public model::Collective {
 
  private:
   DataMesh() = default;
-  Status exchange(const float* data, int64_t n);
+  Status exchange(const float* data, int64_t n, model::IdleWork* idle);
   void fail(Status s);
 
   int32_t self_ = 0;

@@ -152,5 +152,73 @@ TEST(DataMesh, a_member_that_goes_away_fails_the_exchange_at_once_naming_it) {
   EXPECT_FALSE((*meshes[0])->error().ok());
 }
 
+// Counts its steps; has work left until `limit` steps (forever when negative).
+struct CountingWork final : model::IdleWork {
+  explicit CountingWork(int64_t limit) : limit(limit) {}
+  bool step() override { return limit < 0 || ++steps < limit; }
+  int64_t limit, steps = 0;
+};
+
+TEST(DataMesh, a_member_that_waits_runs_its_idle_work_and_still_gets_the_sum) {
+  Group g = open_group(2);
+  const std::string key = link_key("t", random_secret());
+  auto meshes = join_all(g, {key, key}, 5000);
+  ASSERT_TRUE(meshes[0].ok() && meshes[1].ok());
+  std::vector<float> a(64, 1.0f), b(64, 2.0f);
+  CountingWork work(1000);
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    (*meshes[1])->all_reduce_sum(b.data(), 64);
+  });
+  (*meshes[0])->all_reduce_sum(a.data(), 64, &work);
+  late.join();
+  EXPECT_GT(work.steps, 0);
+  EXPECT_EQ(a[63], 3.0f);
+  EXPECT_EQ(b[0], 3.0f);
+}
+
+TEST(DataMesh, idle_work_that_never_ends_does_not_outlast_the_deadline) {
+  Group g = open_group(2);
+  const std::string key = link_key("t", random_secret());
+  auto meshes = join_all(g, {key, key}, 300);  // the exchanges' deadline too
+  ASSERT_TRUE(meshes[0].ok() && meshes[1].ok());
+  std::vector<float> a(8, 1.0f);
+  CountingWork endless(-1);
+  const auto start = std::chrono::steady_clock::now();
+  (*meshes[0])->all_reduce_sum(a.data(), 8, &endless);  // member 1 never sends
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE((*meshes[0])->error().ok());
+  EXPECT_NE((*meshes[0])->error().error().message.find("member 1"), std::string::npos);
+  EXPECT_LT(s, 2.0);
+}
+
+TEST(DataMesh, the_wire_emulation_delivers_after_the_delay_while_the_sender_goes_on) {
+  Group g = open_group(2);
+  const std::string key = link_key("t", random_secret());
+  ::setenv("STRATA_LINK_DELAY_US", "30000", 1);
+  auto meshes = join_all(g, {key, key}, 5000);
+  ::unsetenv("STRATA_LINK_DELAY_US");
+  ASSERT_TRUE(meshes[0].ok() && meshes[1].ok());
+  using Clock = std::chrono::steady_clock;
+  std::vector<float> a(8, 1.0f), b(8, 2.0f);
+  CountingWork work(1 << 30);
+  double late_s = 0;
+  const auto start = Clock::now();
+  std::thread late([&] {  // starts 40 ms late: member 0's frame has been delivered by then
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    const auto t0 = Clock::now();
+    (*meshes[1])->all_reduce_sum(b.data(), 8);
+    late_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  });
+  (*meshes[0])->all_reduce_sum(a.data(), 8, &work);
+  const double early_s = std::chrono::duration<double>(Clock::now() - start).count();
+  late.join();
+  EXPECT_GE(early_s, 0.070);  // member 1's frame left at 40 ms and counts as arrived 30 ms later
+  EXPECT_LT(late_s, 0.020);   // its own frame's wire time does not hold member 1 up
+  EXPECT_GT(work.steps, 0);   // member 0 ran its idle work meanwhile
+  EXPECT_EQ(a[0], 3.0f);
+  EXPECT_EQ(b[0], 3.0f);
+}
+
 }  // namespace
 }  // namespace strata::net

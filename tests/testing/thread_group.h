@@ -16,8 +16,10 @@ class ThreadGroup {
   class Member final : public model::Collective {
    public:
     Member(ThreadGroup& g, int32_t index) : g_(g), index_(index) {}
-    void all_reduce_sum(float* data, int64_t n) override {
+    void all_reduce_sum(float* data, int64_t n, model::IdleWork* idle = nullptr) override {
       g_.data_[index_] = data;
+      while (idle && idle->step()) {
+      }
       g_.barrier_.arrive_and_wait();
       sum_.assign(g_.data_[0], g_.data_[0] + n);
       for (size_t m = 1; m < g_.data_.size(); ++m) {
