@@ -27,7 +27,7 @@ namespace strata::net {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::string_view kMagic = "STRATA-MESH/1\n\0\0";  // 16 bytes
+constexpr std::string_view kMagic = "STRATA-MESH/2\n\0\0";  // 16 bytes; 2: frames carry their send time
 constexpr size_t kNonce = 32, kMac = 32;
 
 struct Hello {  // what the connecting member sends first
