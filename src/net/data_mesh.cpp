@@ -307,21 +307,59 @@ void DataMesh::fail(Status s) {
   if (error_.ok()) error_ = std::move(s);
 }
 
+namespace {
+
+struct LinkProgress {
+  size_t sent = 0, got = 0;
+  FrameHeader in{};
+  bool arrived = false;
+};
+
+// Moves what one link takes of this member's frame (out, then data) and what has come of the
+// peer's (into q.in, then `into`), without blocking.
+Status pump(int fd, const std::string& peer, LinkProgress& q, const FrameHeader& out, const float* data,
+            std::vector<float>& into) {
+  const size_t total = sizeof out + size_t{out.floats} * sizeof(float);
+  while (q.sent < total) {
+    const uint8_t* src = q.sent < sizeof out ? reinterpret_cast<const uint8_t*>(&out) + q.sent
+                                             : reinterpret_cast<const uint8_t*>(data) + (q.sent - sizeof out);
+    const size_t len = q.sent < sizeof out ? sizeof out - q.sent : total - q.sent;
+    const ssize_t k = ::send(fd, src, len, MSG_NOSIGNAL);
+    if (k > 0) { q.sent += static_cast<size_t>(k); continue; }
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+    return make_error(ErrorCode::kUnavailable, "tensor split: link to {}: {}", peer, std::strerror(errno));
+  }
+  while (q.got < total) {
+    if (q.got == sizeof out) {
+      if (q.in.sequence != out.sequence || q.in.floats != out.floats) {
+        return make_error(ErrorCode::kInternal, "tensor split: {} sent exchange {} of {} floats, expected {} of {}", peer,
+                          q.in.sequence, q.in.floats, out.sequence, out.floats);
+      }
+      into.resize(out.floats);
+    }
+    uint8_t* dst = q.got < sizeof out ? reinterpret_cast<uint8_t*>(&q.in) + q.got
+                                      : reinterpret_cast<uint8_t*>(into.data()) + (q.got - sizeof out);
+    const size_t len = q.got < sizeof out ? sizeof out - q.got : total - q.got;
+    const ssize_t k = ::recv(fd, dst, len, 0);
+    if (k > 0) { q.got += static_cast<size_t>(k); continue; }
+    if (k == 0) return make_error(ErrorCode::kUnavailable, "tensor split: {} closed its link", peer);
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+    return make_error(ErrorCode::kUnavailable, "tensor split: link to {}: {}", peer, std::strerror(errno));
+  }
+  return {};
+}
+
+}  // namespace
+
 // Sends this member's n floats to every peer and reads theirs, all links at once (a large batch
 // would fill both directions' buffers if each link were written before being read).
 Status DataMesh::exchange(const float* data, int64_t n, model::IdleWork* idle) {
-  const int32_t members = size();
   const auto start = Clock::now();
   const FrameHeader header{sequence_++, static_cast<uint32_t>(n), start.time_since_epoch().count()};
-  const size_t payload = static_cast<size_t>(n) * sizeof(float);
-  struct Progress {
-    size_t sent = 0, got = 0;
-    FrameHeader in{};
-  };
-  std::vector<Progress> p(members);
-  received_.resize(members);
-  const size_t total = sizeof header + payload;
+  std::vector<LinkProgress> p(size());
+  received_.resize(size());
   // The wire emulation: a frame counts as arrived when a LAN would have delivered it.
+  const size_t total = sizeof header + static_cast<size_t>(n) * sizeof(float);
   const double wire_us = delay_us_ + (mbit_ > 0 ? static_cast<double>(total) * 8 / mbit_ : 0);
   const auto wire = std::chrono::nanoseconds(static_cast<int64_t>(wire_us * 1000));
   auto delivered = start;
@@ -331,43 +369,17 @@ Status DataMesh::exchange(const float* data, int64_t n, model::IdleWork* idle) {
   std::vector<int32_t> who;
   for (;;) {
     fds.clear(), who.clear();
-    for (int32_t m = 0; m < members; ++m) {
+    for (int32_t m = 0; m < size(); ++m) {
       if (m == self_) continue;
-      Progress& q = p[m];
-      const int fd = fds_[m];
-      // Write what the socket takes, then read what has come.
-      while (q.sent < total) {
-        const uint8_t* src = q.sent < sizeof header ? reinterpret_cast<const uint8_t*>(&header) + q.sent
-                                                    : reinterpret_cast<const uint8_t*>(data) + (q.sent - sizeof header);
-        const size_t len = q.sent < sizeof header ? sizeof header - q.sent : total - q.sent;
-        const ssize_t k = ::send(fd, src, len, MSG_NOSIGNAL);
-        if (k > 0) { q.sent += static_cast<size_t>(k); continue; }
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
-        return make_error(ErrorCode::kUnavailable, "tensor split: link to {}: {}", names_[m], std::strerror(errno));
+      LinkProgress& q = p[m];
+      STRATA_TRY(pump(fds_[m], names_[m], q, header, data, received_[m]));
+      if (q.got == total && !q.arrived && wire.count() > 0) {
+        // The cap: a sender's clock is trusted for no more than the wire time.
+        delivered = std::max(delivered, std::min(Clock::time_point(Clock::duration(q.in.sent_ns)), Clock::now()) + wire);
       }
-      while (q.got < total) {
-        if (q.got == sizeof header) {
-          if (q.in.sequence != header.sequence || q.in.floats != header.floats) {
-            return make_error(ErrorCode::kInternal, "tensor split: {} sent exchange {} of {} floats, expected {} of {}",
-                              names_[m], q.in.sequence, q.in.floats, header.sequence, header.floats);
-          }
-          received_[m].resize(static_cast<size_t>(n));
-          if (wire.count() > 0) {  // the cap: a sender's clock is trusted for no more than the wire time
-            const auto sent = Clock::time_point(Clock::duration(q.in.sent_ns));
-            delivered = std::max(delivered, std::min(sent, Clock::now()) + wire);
-          }
-        }
-        uint8_t* dst = q.got < sizeof header ? reinterpret_cast<uint8_t*>(&q.in) + q.got
-                                             : reinterpret_cast<uint8_t*>(received_[m].data()) + (q.got - sizeof header);
-        const size_t len = q.got < sizeof header ? sizeof header - q.got : total - q.got;
-        const ssize_t k = ::recv(fd, dst, len, 0);
-        if (k > 0) { q.got += static_cast<size_t>(k); continue; }
-        if (k == 0) return make_error(ErrorCode::kUnavailable, "tensor split: {} closed its link", names_[m]);
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
-        return make_error(ErrorCode::kUnavailable, "tensor split: link to {}: {}", names_[m], std::strerror(errno));
-      }
+      q.arrived = q.got == total;
       if (q.sent < total || q.got < total) {
-        fds.push_back({fd, static_cast<short>((q.sent < total ? POLLOUT : 0) | (q.got < total ? POLLIN : 0)), 0});
+        fds.push_back({fds_[m], static_cast<short>((q.sent < total ? POLLOUT : 0) | (q.got < total ? POLLIN : 0)), 0});
         who.push_back(m);
       }
     }
