@@ -233,7 +233,7 @@ std::vector<float> StageRunner::logits(const Batch& batch, const float* hidden) 
   if (n_out > 0) {
     const MatrixView& head = weights_.global.output;
     if (collective_) warmer_.note(head.data, static_cast<size_t>(head.rows) * head.row_stride);
-    tensor::matmul(weights_.global.output, rows.data(), n_out, out.data(), *pool_);
+    tensor::matmul(head, rows.data(), n_out, out.data(), *pool_);
     add_bias_rows(out.data(), n_out, weights_.global.output_bias);
   }
   return out;

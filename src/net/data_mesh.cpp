@@ -374,8 +374,10 @@ Status DataMesh::exchange(const float* data, int64_t n, model::IdleWork* idle) {
       LinkProgress& q = p[m];
       STRATA_TRY(pump(fds_[m], names_[m], q, header, data, received_[m]));
       if (q.got == total && !q.arrived && wire.count() > 0) {
-        // The cap: a sender's clock is trusted for no more than the wire time.
-        delivered = std::max(delivered, std::min(Clock::time_point(Clock::duration(q.in.sent_ns)), Clock::now()) + wire);
+        // The caps: a sender's clock is trusted for no more than the wire time, and no emulated wire
+        // holds a frame past the exchange's deadline.
+        const auto sent = std::min(Clock::time_point(Clock::duration(q.in.sent_ns)), Clock::now());
+        delivered = std::min(deadline, std::max(delivered, sent + wire));
       }
       q.arrived = q.got == total;
       if (q.sent < total || q.got < total) {

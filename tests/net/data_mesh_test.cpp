@@ -220,5 +220,22 @@ TEST(DataMesh, the_wire_emulation_delivers_after_the_delay_while_the_sender_goes
   EXPECT_EQ(b[0], 3.0f);
 }
 
+TEST(DataMesh, an_emulated_wire_too_slow_for_the_deadline_holds_a_frame_only_until_the_deadline) {
+  Group g = open_group(2);
+  const std::string key = link_key("t", random_secret());
+  ::setenv("STRATA_LINK_MBIT", "0.000001", 1);  // about 10^6 s for a frame
+  auto meshes = join_all(g, {key, key}, 300);
+  ::unsetenv("STRATA_LINK_MBIT");
+  ASSERT_TRUE(meshes[0].ok() && meshes[1].ok());
+  std::vector<float> a(8, 1.0f), b(8, 2.0f);
+  const auto start = std::chrono::steady_clock::now();
+  std::thread other([&] { (*meshes[1])->all_reduce_sum(b.data(), 8); });
+  (*meshes[0])->all_reduce_sum(a.data(), 8);
+  other.join();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
+  EXPECT_EQ(a[0], 3.0f);
+  EXPECT_EQ(b[0], 3.0f);
+}
+
 }  // namespace
 }  // namespace strata::net
