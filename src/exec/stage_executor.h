@@ -13,6 +13,7 @@
 
 #include "base/result.h"
 #include "model/batch.h"
+#include "model/collective.h"
 #include "model/model.h"
 #include "model/stage_layout.h"
 #include "plan/plan.h"
@@ -81,10 +82,22 @@ class StageExecutor {
   virtual bool can_chain_to(const StageExecutor& /*next*/) const { return false; }
   virtual Status seq_op(SeqOp op, int32_t seq, int32_t p0, int32_t dst) = 0;
   // Tensor split: the port of the node's data link listener once loaded (0: none), and the call that
-  // opens its links to the group (every member's data endpoint, in member order).
+  // opens its links to the group (every member's data endpoint, in member order). With
+  // steps_over_link the coordinator is member 0 and hands the node its batches over those links.
   virtual int32_t data_port() const { return 0; }
-  virtual Status join_mesh(const std::vector<std::string>& /*members*/) {
+  virtual Status join_mesh(const std::vector<std::string>& /*members*/, bool /*steps_over_link*/) {
     return make_error("{}: this node cannot join a tensor group", name());
+  }
+  // Tensor split led by this machine (steps_over_link): post_step sends the node, member `member` of
+  // `links`, the batch and its hidden rows; take_step waits for its logits (as run() returns them).
+  // Between the two this machine runs its own slice, whose exchanges the node's answer follows.
+  virtual Status post_step(model::Collective& /*links*/, int32_t /*member*/, const Hop& /*hop*/,
+                           const model::Batch& /*batch*/, const std::vector<float>& /*hidden*/, int32_t /*top_k*/) {
+    return make_error("{}: this node takes no batches over data links", name());
+  }
+  virtual Result<std::vector<float>> take_step(model::Collective& /*links*/, int32_t /*member*/,
+                                               const model::Batch& /*batch*/, int32_t /*top_k*/) {
+    return make_error("{}: this node takes no batches over data links", name());
   }
   // True when the node answers and still holds its stage; an error when it does not answer.
   virtual Result<bool> ping() = 0;

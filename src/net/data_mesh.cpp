@@ -22,12 +22,14 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 namespace strata::net {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::string_view kMagic = "STRATA-MESH/2\n\0\0";  // 16 bytes; 2: frames carry their send time
+// 16 bytes; 2: frames carry their send time; 3: frames are exchanges or messages
+constexpr std::string_view kMagic = "STRATA-MESH/3\n\0\0";
 constexpr size_t kNonce = 32, kMac = 32;
 
 struct Hello {  // what the connecting member sends first
@@ -38,11 +40,16 @@ struct Hello {  // what the connecting member sends first
 };
 static_assert(sizeof(Hello) == 16 + 32 + 8 + kNonce);
 
+enum FrameKind : uint32_t { kExchangeFrame = 1, kMessageFrame = 2 };
 struct FrameHeader {
-  uint32_t sequence;
-  uint32_t floats;
-  int64_t sent_ns;  // the sender's steady clock: the wire emulation delivers the frame that much later
+  uint32_t kind;
+  uint32_t sequence;  // an exchange's number
+  uint64_t count;     // an exchange's floats, a message's bytes
+  int64_t sent_ns;    // the sender's steady clock: the wire emulation delivers the frame that much later
 };
+static_assert(sizeof(FrameHeader) == 24);
+// What an exchange keeps of a message that came in its place: a member's report that its step ended.
+constexpr uint64_t kMaxEarlyMessage = 64 << 10;
 
 int remaining_ms(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -236,6 +243,7 @@ Result<std::unique_ptr<DataMesh>> DataMesh::join(int32_t self, const std::vector
     spdlog::info("data links: emulating {} us one way at {} Mbit/s", mesh->delay_us_, mesh->mbit_);
   }
   mesh->fds_.assign(n, -1);
+  mesh->early_.assign(n, {});
   for (const MeshMember& m : members) mesh->names_.push_back(m.name);
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   const auto session_hash = sha256(session);
@@ -313,13 +321,14 @@ struct LinkProgress {
   size_t sent = 0, got = 0;
   FrameHeader in{};
   bool arrived = false;
+  bool early = false;  // a message came instead of the peer's frame
 };
 
 // Moves what one link takes of this member's frame (out, then data) and what has come of the
 // peer's (into q.in, then `into`), without blocking.
 Status pump(int fd, const std::string& peer, LinkProgress& q, const FrameHeader& out, const float* data,
             std::vector<float>& into) {
-  const size_t total = sizeof out + size_t{out.floats} * sizeof(float);
+  const size_t total = sizeof out + out.count * sizeof(float);
   while (q.sent < total) {
     const uint8_t* src = q.sent < sizeof out ? reinterpret_cast<const uint8_t*>(&out) + q.sent
                                              : reinterpret_cast<const uint8_t*>(data) + (q.sent - sizeof out);
@@ -331,11 +340,16 @@ Status pump(int fd, const std::string& peer, LinkProgress& q, const FrameHeader&
   }
   while (q.got < total) {
     if (q.got == sizeof out) {
-      if (q.in.sequence != out.sequence || q.in.floats != out.floats) {
-        return make_error(ErrorCode::kInternal, "tensor split: {} sent exchange {} of {} floats, expected {} of {}", peer,
-                          q.in.sequence, q.in.floats, out.sequence, out.floats);
+      if (q.in.kind == kMessageFrame) {
+        q.early = true;
+        return make_error(ErrorCode::kUnavailable, "tensor split: {} ended its step before exchange {}", peer,
+                          out.sequence);
       }
-      into.resize(out.floats);
+      if (q.in.kind != kExchangeFrame || q.in.sequence != out.sequence || q.in.count != out.count) {
+        return make_error(ErrorCode::kInternal, "tensor split: {} sent exchange {} of {} floats, expected {} of {}", peer,
+                          q.in.sequence, q.in.count, out.sequence, out.count);
+      }
+      into.resize(out.count);
     }
     uint8_t* dst = q.got < sizeof out ? reinterpret_cast<uint8_t*>(&q.in) + q.got
                                       : reinterpret_cast<uint8_t*>(into.data()) + (q.got - sizeof out);
@@ -355,13 +369,12 @@ Status pump(int fd, const std::string& peer, LinkProgress& q, const FrameHeader&
 // would fill both directions' buffers if each link were written before being read).
 Status DataMesh::exchange(const float* data, int64_t n, model::IdleWork* idle) {
   const auto start = Clock::now();
-  const FrameHeader header{sequence_++, static_cast<uint32_t>(n), start.time_since_epoch().count()};
+  const FrameHeader header{kExchangeFrame, sequence_++, static_cast<uint64_t>(n), start.time_since_epoch().count()};
   std::vector<LinkProgress> p(size());
   received_.resize(size());
   // The wire emulation: a frame counts as arrived when a LAN would have delivered it.
   const size_t total = sizeof header + static_cast<size_t>(n) * sizeof(float);
-  const double wire_us = delay_us_ + (mbit_ > 0 ? static_cast<double>(total) * 8 / mbit_ : 0);
-  const auto wire = std::chrono::nanoseconds(static_cast<int64_t>(wire_us * 1000));
+  const auto wire = wire_time(total);
   auto delivered = start;
   const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
   const auto spin_until = start + std::chrono::microseconds(spin_us_);
@@ -372,7 +385,10 @@ Status DataMesh::exchange(const float* data, int64_t n, model::IdleWork* idle) {
     for (int32_t m = 0; m < size(); ++m) {
       if (m == self_) continue;
       LinkProgress& q = p[m];
-      STRATA_TRY(pump(fds_[m], names_[m], q, header, data, received_[m]));
+      if (Status s = pump(fds_[m], names_[m], q, header, data, received_[m]); !s.ok()) {
+        if (q.early) keep_early_message(m, q.in.count, deadline);
+        return s;
+      }
       if (q.got == total && !q.arrived && wire.count() > 0) {
         // The caps: a sender's clock is trusted for no more than the wire time, and no emulated wire
         // holds a frame past the exchange's deadline.
@@ -399,6 +415,95 @@ Status DataMesh::exchange(const float* data, int64_t n, model::IdleWork* idle) {
       return make_error(ErrorCode::kDeadlineExceeded, "tensor split: {} sent nothing for {} ms", names_[who[0]], timeout_ms_);
     }
   }
+}
+
+// The peer's message is its own report of why it stopped: kept (when small) for receive_message.
+void DataMesh::keep_early_message(int32_t from, uint64_t bytes, Clock::time_point deadline) {
+  if (bytes > kMaxEarlyMessage) return;
+  std::string message(bytes, '\0');
+  std::string why;
+  if (move_all(fds_[from], message.data(), message.size(), true, deadline, why)) early_[from] = std::move(message);
+}
+
+std::chrono::nanoseconds DataMesh::wire_time(size_t bytes) const {
+  const double us = delay_us_ + (mbit_ > 0 ? static_cast<double>(bytes) * 8 / mbit_ : 0);
+  return std::chrono::nanoseconds(static_cast<int64_t>(us * 1000));
+}
+
+Error DataMesh::failed(Error e) {
+  fail(e);
+  return error_.error();
+}
+
+Status DataMesh::send_message(int32_t to, std::string_view bytes) {
+  if (!error_.ok()) return error_;
+  if (to < 0 || to >= size() || to == self_) return make_error("data mesh: no link to member {}", to);
+  const auto start = Clock::now();
+  const FrameHeader header{kMessageFrame, 0, bytes.size(), start.time_since_epoch().count()};
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
+  std::string why;
+  if (!move_all(fds_[to], const_cast<FrameHeader*>(&header), sizeof header, false, deadline, why) ||
+      !move_all(fds_[to], const_cast<char*>(bytes.data()), bytes.size(), false, deadline, why)) {
+    return failed(make_error(ErrorCode::kUnavailable, "tensor split: link to {}: {}", names_[to], why));
+  }
+  return {};
+}
+
+// Until a frame starts to arrive from `from`: spinning for a while (a core that sleeps wakes up late
+// on a VM), then in poll slices short enough to notice `stop`.
+Status DataMesh::await_frame(int32_t from, const std::atomic<bool>* stop) {
+  const auto start = Clock::now();
+  const auto spin_until = start + std::chrono::microseconds(kMessageSpinUs);
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
+  for (;;) {
+    uint8_t byte;
+    const ssize_t k = ::recv(fds_[from], &byte, 1, MSG_PEEK);
+    if (k > 0) return {};
+    if (k == 0) return failed(make_error(ErrorCode::kUnavailable, "tensor split: {} closed its link", names_[from]));
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return failed(
+          make_error(ErrorCode::kUnavailable, "tensor split: link to {}: {}", names_[from], std::strerror(errno)));
+    }
+    if (stop && stop->load()) return make_error("tensor split: stopped waiting for {}", names_[from]);
+    if (Clock::now() < spin_until) {
+      std::this_thread::yield();
+      continue;
+    }
+    const int left = stop ? 100 : std::min(100, remaining_ms(deadline));
+    if (left == 0) {
+      return failed(make_error(ErrorCode::kDeadlineExceeded, "tensor split: {} sent nothing for {} ms", names_[from],
+                               timeout_ms_));
+    }
+    pollfd pfd{fds_[from], POLLIN, 0};
+    ::poll(&pfd, 1, left);
+  }
+}
+
+Result<std::string> DataMesh::receive_message(int32_t from, size_t max_bytes, const std::atomic<bool>* stop) {
+  if (from >= 0 && from < size() && !early_[from].empty()) return std::exchange(early_[from], std::string());
+  if (!error_.ok()) return error_.error();
+  if (from < 0 || from >= size() || from == self_) return make_error("data mesh: no link from member {}", from);
+  STRATA_TRY(await_frame(from, stop));
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+  FrameHeader header{};
+  std::string why, bytes;
+  if (move_all(fds_[from], &header, sizeof header, true, deadline, why)) {
+    if (header.kind != kMessageFrame) {
+      why = fmt::format("sent exchange {} where a message was due", header.sequence);
+    } else if (header.count > max_bytes) {
+      why = fmt::format("sent a message of {} bytes, more than the {} expected", header.count, max_bytes);
+    } else {
+      bytes.resize(header.count);
+      if (move_all(fds_[from], bytes.data(), bytes.size(), true, deadline, why)) why.clear();
+    }
+  }
+  if (!why.empty()) return failed(make_error(ErrorCode::kUnavailable, "tensor split: {}: {}", names_[from], why));
+  if (const auto wire = wire_time(sizeof header + bytes.size()); wire.count() > 0) {  // capped as in exchange
+    const auto sent = std::min(Clock::time_point(Clock::duration(header.sent_ns)), Clock::now());
+    const auto delivered = std::min(deadline, sent + wire);
+    while (Clock::now() < delivered) std::this_thread::yield();
+  }
+  return bytes;
 }
 
 void DataMesh::all_reduce_sum(float* data, int64_t n, model::IdleWork* idle) {

@@ -1,8 +1,9 @@
 // The data links of a tensor group: one TCP connection between every two members, over which they
-// add their partial sub-layer outputs (model::Collective). The control plane (load, runs, health)
-// stays on gRPC; these links carry only floats, dozens of times per token, so they skip gRPC's
-// framing and threads (bench/README.md, "Collectives for tensor parallelism", has the latencies that
-// chose plain TCP over Gloo, UCX and MPI).
+// add their partial sub-layer outputs (model::Collective), and over which a coordinator that is
+// member 0 hands the others each batch and hears their logits (messages). The control plane (load,
+// sequence operations, health) stays on gRPC; these links carry floats dozens of times per token,
+// so they skip gRPC's framing and threads (bench/README.md, "Collectives for tensor parallelism",
+// has the latencies that chose plain TCP over Gloo, UCX and MPI).
 //
 // A link is opened by the earlier member and proven both ways before it carries data: each side
 // sends a fresh nonce and answers the other's with HMAC-SHA256 under the session's link key
@@ -59,6 +60,8 @@ class DataMesh final : public model::Collective {
  public:
   // STRATA_LINK_SPIN_US overrides it (bench/README.md has the figures that chose it).
   static constexpr int32_t kSpinUs = 200;
+  // How long a member waiting for a message (the next batch, a result) retries before it sleeps.
+  static constexpr int32_t kMessageSpinUs = 5000;
   // Joins as member `self`: connects to every later member and accepts one link from every earlier
   // one on `listener` (null only for member 0), within timeout_ms. Connections that fail the
   // handshake are dropped and the wait goes on until the deadline.
@@ -69,6 +72,10 @@ class DataMesh final : public model::Collective {
 
   void all_reduce_sum(float* data, int64_t n, model::IdleWork* idle = nullptr) override;
   Status error() const override { return error_; }
+  // A message that an exchange met in place of a peer's frame (that peer's report of why its step
+  // ended) is kept and handed out by the next receive_message from it, even after the mesh failed.
+  Status send_message(int32_t to, std::string_view bytes) override;
+  Result<std::string> receive_message(int32_t from, size_t max_bytes, const std::atomic<bool>* stop = nullptr) override;
   int32_t self() const { return self_; }
   int32_t size() const { return static_cast<int32_t>(fds_.size()); }
   // A failed mesh stays failed: the coordinator recovers by loading the group anew.
@@ -77,11 +84,16 @@ class DataMesh final : public model::Collective {
  private:
   DataMesh() = default;
   Status exchange(const float* data, int64_t n, model::IdleWork* idle);
+  void keep_early_message(int32_t from, uint64_t bytes, std::chrono::steady_clock::time_point deadline);
+  Status await_frame(int32_t from, const std::atomic<bool>* stop);
+  Error failed(Error e);  // fail(e), then the mesh's error
+  std::chrono::nanoseconds wire_time(size_t bytes) const;  // the wire emulation's time for a frame
   void fail(Status s);
 
   int32_t self_ = 0;
   std::vector<int> fds_;  // per member; -1 for self
   std::vector<std::string> names_;
+  std::vector<std::string> early_;  // per member: a message an exchange met (keep_early_message)
   int32_t timeout_ms_ = 30000;
   double delay_us_ = 0, mbit_ = 0;  // the wire emulation above; 0: none
   int32_t spin_us_ = kSpinUs;        // how long an exchange retries before it sleeps in poll

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <optional>
 
+#include "base/checked.h"
 #include "net/candidates.h"
 #include "net/model_identity.h"
 #include "net/remote_node.h"
@@ -83,9 +84,13 @@ class GrpcExecutor final : public exec::StageExecutor {
   }
   Result<bool> ping() override { return link_->ping(spec_.session()); }
   int32_t data_port() const override { return link_->data_port(); }
-  Status join_mesh(const std::vector<std::string>& members) override {
-    return link_->join_mesh(spec_.session(), members);
+  Status join_mesh(const std::vector<std::string>& members, bool steps_over_link) override {
+    return link_->join_mesh(spec_.session(), members, steps_over_link);
   }
+  Status post_step(model::Collective& links, int32_t member, const exec::Hop& hop, const model::Batch& batch,
+                   const std::vector<float>& hidden, int32_t top_k) override;
+  Result<std::vector<float>> take_step(model::Collective& links, int32_t member, const model::Batch& batch,
+                                       int32_t top_k) override;
   void end() override {
     if (!spec_.session().empty()) link_->end_session(spec_.session());
   }
@@ -93,6 +98,7 @@ class GrpcExecutor final : public exec::StageExecutor {
   const std::string& session() const { return spec_.session(); }
 
  private:
+  Result<v1::ForwardRequest> request(std::span<const exec::Hop> hops, const model::Batch& batch, int32_t top_k) const;
   Result<std::vector<float>> take_logits(const v1::ForwardReply& reply, const model::Batch& batch, int32_t top_k,
                                          const std::string& last) const;
 
@@ -104,9 +110,9 @@ class GrpcExecutor final : public exec::StageExecutor {
   model::Range vocab_;  // the logits' rows this node computes (a tensor-split member: its slice)
 };
 
-Result<std::vector<float>> GrpcExecutor::run(std::span<const exec::Hop> hops, const model::Batch& batch,
-                                             std::vector<float>& hidden, int32_t top_k) {
-  // One request: this worker runs the first hop and forwards to the next workers itself.
+// One request: this worker runs the first hop and forwards to the next workers itself.
+Result<v1::ForwardRequest> GrpcExecutor::request(std::span<const exec::Hop> hops, const model::Batch& batch,
+                                                 int32_t top_k) const {
   v1::ForwardRequest req;
   for (size_t j = 0; j < hops.size(); ++j) {
     const auto* node = dynamic_cast<const GrpcExecutor*>(hops[j].node);
@@ -125,6 +131,12 @@ Result<std::vector<float>> GrpcExecutor::run(std::span<const exec::Hop> hops, co
   }
   req.set_want_logits(std::string(batch.logits.begin(), batch.logits.end()));
   if (top_k > 0) req.set_top_k(static_cast<uint32_t>(top_k));
+  return req;
+}
+
+Result<std::vector<float>> GrpcExecutor::run(std::span<const exec::Hop> hops, const model::Batch& batch,
+                                             std::vector<float>& hidden, int32_t top_k) {
+  STRATA_ASSIGN(const v1::ForwardRequest req, request(hops, batch, top_k));
   const std::string_view bytes(reinterpret_cast<const char*>(hidden.data()), hidden.size() * sizeof(float));
   STRATA_ASSIGN(v1::ForwardReply reply, link_->forward(req, bytes));
   const std::string& last = hops.back().node->name();
@@ -155,6 +167,27 @@ Result<std::vector<float>> GrpcExecutor::take_logits(const v1::ForwardReply& rep
   std::vector<float> logits(reply.logits().size() / sizeof(float));
   if (!logits.empty()) std::memcpy(logits.data(), reply.logits().data(), reply.logits().size());
   return model::widen_logits(std::move(logits), vocab_, n_vocab_);
+}
+
+Status GrpcExecutor::post_step(model::Collective& links, int32_t member, const exec::Hop& hop,
+                               const model::Batch& batch, const std::vector<float>& hidden, int32_t top_k) {
+  STRATA_ASSIGN(v1::ForwardRequest req, request({&hop, 1}, batch, top_k));
+  req.set_hidden(hidden.data(), hidden.size() * sizeof(float));
+  return links.send_message(member, req.SerializeAsString());
+}
+
+// The answer is bounded before it is read: the rows that want logits, each the member's vocabulary
+// rows or top_k candidates, and room for an error.
+Result<std::vector<float>> GrpcExecutor::take_step(model::Collective& links, int32_t member,
+                                                   const model::Batch& batch, int32_t top_k) {
+  const auto n_out = static_cast<uint64_t>(std::count(batch.logits.begin(), batch.logits.end(), 1));
+  const uint64_t row = std::max<uint64_t>(uint64_t{4} * static_cast<uint32_t>(vocab_.size()),
+                                          uint64_t{8} * static_cast<uint32_t>(std::max(top_k, 0)));
+  STRATA_ASSIGN(std::string bytes, links.receive_message(member, sat_add(sat_mul(n_out, row), 64 << 10)));
+  v1::LinkStepReply answer;
+  if (!answer.ParseFromString(bytes)) return make_error(ErrorCode::kInternal, "worker {}: a malformed step reply", name());
+  if (answer.code() != 0) return link_->failure("step", grpc::Status(grpc::StatusCode(answer.code()), answer.error()));
+  return take_logits(answer.reply(), batch, top_k, name());
 }
 
 }  // namespace

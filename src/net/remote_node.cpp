@@ -144,9 +144,11 @@ Result<uint64_t> RemoteNode::load(const v1::StageSpec& spec, const gguf::File& m
   return progress.bytes_sent;
 }
 
-Status RemoteNode::join_mesh(const std::string& session, const std::vector<std::string>& members) {
+Status RemoteNode::join_mesh(const std::string& session, const std::vector<std::string>& members,
+                             bool steps_over_link) {
   v1::MeshSpec spec;
   spec.set_session(session);
+  spec.set_steps_over_link(steps_over_link);
   for (const std::string& m : members) spec.add_members(m);
   v1::MeshReply reply;
   grpc::ClientContext ctx;

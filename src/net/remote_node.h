@@ -38,15 +38,16 @@ class RemoteNode {
   Status seq_op(const std::string& session, v1::SeqOpRequest::Op op, int32_t seq, int32_t p0, int32_t dst);
   // Tensor split: the data port the last load reported, and JoinMesh.
   int32_t data_port() const { return data_port_; }
-  Status join_mesh(const std::string& session, const std::vector<std::string>& members);
+  Status join_mesh(const std::string& session, const std::vector<std::string>& members, bool steps_over_link);
   // True when the worker still holds the session.
   Result<bool> ping(const std::string& session);
   void end_session(const std::string& session);
+  // A failed call (or a step over a data link that ended in `s`) as an error naming the worker.
+  Error failure(const char* call, const grpc::Status& s) const;
 
  private:
   RemoteNode() = default;
   void prepare(grpc::ClientContext& ctx, int32_t timeout_ms) const;
-  Error failure(const char* call, const grpc::Status& s) const;
   Result<std::map<std::string, model::SliceBytes>> requested_slices(const v1::PrepareReply& prepared,
                                                                     const gguf::File& model_file) const;
 

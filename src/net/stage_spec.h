@@ -19,7 +19,8 @@ namespace strata::net {
 // 4: tensor split (StageSpec.shard, JoinMesh).
 // 5: a tensor-split member without the file receives only its slices (PrepareReply.slices).
 // 6: routed experts may be held whole (ShardSpec.expert_begin/end).
-inline constexpr uint32_t kProtocolVersion = 6;
+// 7: a tensor group led by the coordinator runs its batches over the data links (MeshSpec.steps_over_link).
+inline constexpr uint32_t kProtocolVersion = 7;
 
 struct ParsedStage {
   std::string session;

@@ -47,6 +47,19 @@ struct WorkerService::Session {
   std::unique_ptr<MeshListener> listener;  // tensor split: where the earlier members' links arrive
   std::unique_ptr<DataMesh> mesh;          // tensor split: the links, once joined
   std::chrono::steady_clock::time_point last_seen = std::chrono::steady_clock::now();
+  // MeshSpec.steps_over_link: the thread that takes the batches from the coordinator's link. LoadStage
+  // and JoinMesh hold `control` throughout (one at a time) and stop it before the mesh changes; it
+  // never takes `control` itself, so joining it cannot deadlock.
+  std::mutex control;
+  std::thread stepper;
+  std::atomic<bool> stop_steps{false};
+  std::atomic<bool> steps_over_link{false};
+  void stop_stepper() {
+    stop_steps.store(true);
+    if (stepper.joinable()) stepper.join();
+    steps_over_link.store(false);
+  }
+  ~Session() { stop_stepper(); }
 };
 
 WorkerService::WorkerService(const WorkerOptions& options)
@@ -207,6 +220,8 @@ Status WorkerService::LoadStage(grpc::ServerContext* ctx, grpc::ServerReader<v1:
   const v1::StageSpec* spec = &message;
   auto session = find(spec->session());
   if (!session) return error_status(StatusCode::FAILED_PRECONDITION, "LoadStage before PrepareStage");
+  std::lock_guard control(session->control);
+  session->stop_stepper();
   std::lock_guard lock(session->mu);
   auto runner = load_stage_runner(session->stage, session->local_path, store_);
   if (!runner.ok()) return error_status(StatusCode::FAILED_PRECONDITION, runner.error().message);
@@ -257,36 +272,45 @@ Status WorkerService::Forward(grpc::ServerContext* ctx, grpc::ServerReader<v1::F
     }
     req.mutable_hidden()->append(more.hidden());
   }
+  if (session->steps_over_link.load()) {
+    return error_status(StatusCode::FAILED_PRECONDITION, "this session takes its batches over the data link");
+  }
   std::vector<float> hidden;
   {
     std::lock_guard lock(session->mu);
-    if (!session->runner) return error_status(StatusCode::FAILED_PRECONDITION, "session has no loaded stage");
-    model::StageRunner& runner = *session->runner;
-    auto batch = batch_from_request(req, runner);
-    if (!batch.ok()) return invalid(batch.error());
-    if (auto s = runner.validate(*batch, false, req.hop().again()); !s.ok()) return invalid(s.error());
-    hidden.resize(req.hidden().size() / sizeof(float));
-    std::memcpy(hidden.data(), req.hidden().data(), req.hidden().size());
-    if (auto s = runner.run_layers(*batch, req.hop().first_layer(), req.hop().end_layer(), hidden.data()); !s.ok()) {
-      // A tensor group's link failing is the group's trouble, not a bad request.
-      const ErrorCode code = s.error().code;
-      if (code == ErrorCode::kUnavailable || code == ErrorCode::kDeadlineExceeded) {
-        return error_status(code == ErrorCode::kUnavailable ? StatusCode::UNAVAILABLE : StatusCode::DEADLINE_EXCEEDED,
-                            s.error().message);
-      }
-      return invalid(s.error());
-    }
-    if (req.hop().output()) {
-      if (req.next_size() > 0) return error_status(StatusCode::INVALID_ARGUMENT, "the output hop must be the last");
-      if (!runner.config().output) return error_status(StatusCode::INVALID_ARGUMENT, "this stage has no output head");
-      return reply_logits(req, *batch, hidden.data(), runner, reply);
-    }
+    if (auto s = run_hop(*session, req, hidden, reply); !s.ok() || req.hop().output()) return s;
   }
   if (req.next_size() == 0) {
     reply->set_hidden(hidden.data(), hidden.size() * sizeof(float));
     return Status::OK;
   }
   return forward_onward(*ctx, *session, req, hidden, reply);
+}
+
+// Under the session's lock: the request's rows through the hop's layers, then the output head's
+// logits into `reply` when the hop is an output hop (which must be the last).
+Status WorkerService::run_hop(Session& session, const v1::ForwardRequest& req, std::vector<float>& hidden,
+                              v1::ForwardReply* reply) {
+  if (!session.runner) return error_status(StatusCode::FAILED_PRECONDITION, "session has no loaded stage");
+  model::StageRunner& runner = *session.runner;
+  auto batch = batch_from_request(req, runner);
+  if (!batch.ok()) return invalid(batch.error());
+  if (auto s = runner.validate(*batch, false, req.hop().again()); !s.ok()) return invalid(s.error());
+  hidden.resize(req.hidden().size() / sizeof(float));
+  std::memcpy(hidden.data(), req.hidden().data(), req.hidden().size());
+  if (auto s = runner.run_layers(*batch, req.hop().first_layer(), req.hop().end_layer(), hidden.data()); !s.ok()) {
+    // A tensor group's link failing is the group's trouble, not a bad request.
+    const ErrorCode code = s.error().code;
+    if (code == ErrorCode::kUnavailable || code == ErrorCode::kDeadlineExceeded) {
+      return error_status(code == ErrorCode::kUnavailable ? StatusCode::UNAVAILABLE : StatusCode::DEADLINE_EXCEEDED,
+                          s.error().message);
+    }
+    return invalid(s.error());
+  }
+  if (!req.hop().output()) return Status::OK;
+  if (req.next_size() > 0) return error_status(StatusCode::INVALID_ARGUMENT, "the output hop must be the last");
+  if (!runner.config().output) return error_status(StatusCode::INVALID_ARGUMENT, "this stage has no output head");
+  return reply_logits(req, *batch, hidden.data(), runner, reply);
 }
 
 // The output head's rows (a tensor-split member: its vocabulary rows), whole or as each row's top_k
@@ -310,18 +334,33 @@ Status WorkerService::JoinMesh(grpc::ServerContext* ctx, grpc::ServerReader<v1::
   if (auto s = accept_one(*ctx, *reader, options_.security.token, message); !s.ok()) return s;
   auto session = find(message.session());
   if (!session) return error_status(StatusCode::NOT_FOUND, "unknown session '" + message.session() + "'");
-  std::lock_guard lock(session->mu);
-  const model::Shard& shard = session->stage.config.shard;
-  if (!session->runner || !shard.split() || !session->listener) {
+  std::lock_guard control(session->control);
+  session->stop_stepper();
+  if (auto s = join_mesh(*session, message); !s.ok()) return s;
+  if (message.steps_over_link()) {
+    session->stop_steps.store(false);
+    session->steps_over_link.store(true);
+    session->stepper = std::thread([this, raw = session.get()] { take_steps(*raw); });
+  }
+  return Status::OK;
+}
+
+Status WorkerService::join_mesh(Session& session, const v1::MeshSpec& message) {
+  std::lock_guard lock(session.mu);
+  const model::Shard& shard = session.stage.config.shard;
+  if (!session.runner || !shard.split() || !session.listener) {
     return error_status(StatusCode::FAILED_PRECONDITION, "the session holds no tensor-split stage");
   }
   if (message.members_size() != shard.count) {
     return error_status(StatusCode::INVALID_ARGUMENT,
                         fmt::format("{} mesh members for a split of {}", message.members_size(), shard.count));
   }
+  if (message.steps_over_link() && shard.index == 0) {
+    return error_status(StatusCode::INVALID_ARGUMENT, "member 0 sends the batches over the links; it takes none");
+  }
   // Links go only to the hosts of this session's plan (the endpoints it may forward to).
   std::set<std::string> hosts;
-  for (const std::string& e : session->stage.forward_to) hosts.insert(e.substr(0, e.rfind(':')));
+  for (const std::string& e : session.stage.forward_to) hosts.insert(e.substr(0, e.rfind(':')));
   std::vector<MeshMember> members;
   for (int32_t m = 0; m < message.members_size(); ++m) {
     const std::string& endpoint = message.members(m);
@@ -335,17 +374,58 @@ Status WorkerService::JoinMesh(grpc::ServerContext* ctx, grpc::ServerReader<v1::
     const std::string where = endpoint.empty() ? "the coordinator" : endpoint.substr(0, 64);
     members.push_back({m == shard.index ? "this worker" : fmt::format("member {} ({})", m, where), endpoint});
   }
-  session->runner->set_collective(nullptr);
-  session->mesh.reset();
-  auto mesh = DataMesh::join(shard.index, members, session->listener.get(),
-                             link_key(options_.security.token, session->stage.mesh_secret), session->stage.session,
+  session.runner->set_collective(nullptr);
+  session.mesh.reset();
+  auto mesh = DataMesh::join(shard.index, members, session.listener.get(),
+                             link_key(options_.security.token, session.stage.mesh_secret), session.stage.session,
                              session_link_timeout_ms(options_));
   if (!mesh.ok()) return error_status(StatusCode::UNAVAILABLE, mesh.error().message);
-  session->mesh = std::move(*mesh);
-  session->runner->set_collective(session->mesh.get());
-  spdlog::info("worker: session {} joined its tensor group as member {} of {}", message.session(), shard.index,
-               shard.count);
+  session.mesh = std::move(*mesh);
+  session.runner->set_collective(session.mesh.get());
+  spdlog::info("worker: session {} joined its tensor group as member {} of {}{}", message.session(), shard.index,
+               shard.count, message.steps_over_link() ? "; its batches come over the data link" : "");
   return Status::OK;
+}
+
+// The stepper: each batch the coordinator (member 0) sends over its link runs like a Forward, and its
+// answer (logits or the error) goes back the same way. Messages are bounded before they are read by
+// the largest batch the stage takes.
+void WorkerService::take_steps(Session& session) {
+  uint64_t max_bytes = 0;
+  {
+    std::lock_guard lock(session.mu);
+    const model::StageRunner& runner = *session.runner;
+    const auto row = sat_add(sat_mul(runner.model().hparams().n_embd, sizeof(float)), 64);
+    max_bytes = sat_add(sat_mul(static_cast<uint64_t>(runner.config().n_batch), row), 64 << 10);
+  }
+  DataMesh& mesh = *session.mesh;  // fixed while this runs: stop_stepper comes first
+  std::vector<float> hidden;
+  for (;;) {
+    auto message = mesh.receive_message(0, max_bytes, &session.stop_steps);
+    if (!message.ok()) {
+      // The coordinator closing its link is how a run ends; the coordinator hears of any other failure.
+      if (!session.stop_steps.load()) {
+        spdlog::info("worker: session {}: no more batches over the data link: {}", session.stage.session,
+                     message.error().message);
+      }
+      return;
+    }
+    v1::ForwardRequest req;
+    v1::LinkStepReply answer;
+    Status s = error_status(StatusCode::INVALID_ARGUMENT, "a batch over the data link must end at the output head");
+    if (!req.ParseFromString(*message)) {
+      s = error_status(StatusCode::INVALID_ARGUMENT, "a malformed batch on the data link");
+    } else if (req.hop().output()) {
+      std::lock_guard lock(session.mu);
+      s = run_hop(session, req, hidden, answer.mutable_reply());
+    }
+    if (!s.ok()) {
+      spdlog::warn("worker: session {}: a batch over the data link failed: {}", session.stage.session, s.error_message());
+      answer.set_code(s.error_code());
+      answer.set_error(s.error_message());
+    }
+    if (!mesh.send_message(0, answer.SerializeAsString()).ok()) return;
+  }
 }
 
 // Straight to the next stage's worker (one the session's plan names); the reply comes back along

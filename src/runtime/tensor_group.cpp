@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
+#include <string_view>
 #include <thread>
 
 #include "model/shard.h"
@@ -35,11 +37,15 @@ Status TensorGroup::join(const std::string& token, const std::string& secret, co
   }
   if (local_.loaded()) local_.runner().set_collective(nullptr);
   mesh_.reset();
+  // Led by this machine, the batches go to the members over the data links: a call per token costs
+  // each side a thread's wake-up, dear on a VM (bench/README.md). STRATA_LINK_STEPS=off keeps the calls.
+  const char* steps = std::getenv("STRATA_LINK_STEPS");
+  steps_over_link_ = group.front() == 0 && !(steps && std::string_view(steps) == "off");
   // The members wait for each other's links, so every join runs at once.
   std::vector<Status> results(group.size());
   std::vector<std::thread> joins;
   for (size_t i = 0; i < group.size(); ++i) {
-    if (group[i] != 0) joins.emplace_back([&, i] { results[i] = nodes_[group[i]]->join_mesh(endpoints); });
+    if (group[i] != 0) joins.emplace_back([&, i] { results[i] = nodes_[group[i]]->join_mesh(endpoints, steps_over_link_); });
   }
   if (group.front() == 0) {
     auto mesh = net::DataMesh::join(0, members, nullptr, net::link_key(token, secret), session, timeout_ms);
@@ -51,7 +57,8 @@ Status TensorGroup::join(const std::string& token, const std::string& secret, co
     if (!results[i].ok()) return make_error(results[i].error().code, "tensor group: {}", results[i].error().message);
   }
   if (mesh_) local_.runner().set_collective(mesh_.get());
-  spdlog::info("tensor group: {} members linked", group.size());
+  spdlog::info("tensor group: {} members linked; batches go to them {}", group.size(),
+               steps_over_link_ ? "over the data links" : "by gRPC calls");
   return {};
 }
 
@@ -60,6 +67,22 @@ Result<std::vector<float>> TensorGroup::run(const model::Batch& batch, const std
   const int32_t n_layer = static_cast<int32_t>(plan_.layer_owner.size());
   std::vector<Result<std::vector<float>>> out(group.size(), std::vector<float>{});
   inputs_.resize(group.size());
+  if (steps_over_link_) {
+    // Every member gets the batch before this machine starts its own slice; their logits follow
+    // their last exchange on the same links.
+    for (size_t i = 1; i < group.size(); ++i) {
+      exec::StageExecutor& node = *nodes_[group[i]];
+      const exec::Hop hop{&node, 0, n_layer, true, false};
+      STRATA_TRY(node.post_step(*mesh_, static_cast<int32_t>(i), hop, batch, hidden, top_k));
+    }
+    inputs_[0] = hidden;
+    const exec::Hop hop{&local_, 0, n_layer, true, false};
+    out[0] = local_.run({&hop, 1}, batch, inputs_[0], top_k);
+    for (size_t i = 1; i < group.size(); ++i) {
+      out[i] = nodes_[group[i]]->take_step(*mesh_, static_cast<int32_t>(i), batch, top_k);
+    }
+    return merge(out);
+  }
   std::vector<std::thread> calls;
   for (size_t i = 0; i < group.size(); ++i) {
     inputs_[i] = hidden;  // each member's rows change in place
@@ -75,8 +98,14 @@ Result<std::vector<float>> TensorGroup::run(const model::Batch& batch, const std
     out[0] = local_.run({&hop, 1}, batch, inputs_[0], top_k);
   }
   for (auto& t : calls) t.join();
-  // The call to a member that failed itself names it best; then what this machine's links saw (the
-  // member whose link closed); then what the other members' links saw.
+  return merge(out);
+}
+
+// The members' logits, each its vocabulary rows, as one; or the error that names the failure best:
+// a member's own report first, then what this machine's links saw (the member whose link closed),
+// then what the other members' links saw.
+Result<std::vector<float>> TensorGroup::merge(std::vector<Result<std::vector<float>>>& out) const {
+  const std::vector<int32_t>& group = plan_.tensor_group;
   const auto is_link_report = [](const Error& e) { return e.message.find("tensor split:") != std::string::npos; };
   for (int pass = 0; pass < 3; ++pass) {
     for (size_t i = 0; i < group.size(); ++i) {

@@ -29,11 +29,14 @@ class TensorGroup {
   Result<std::vector<float>> run(const model::Batch& batch, const std::vector<float>& hidden, int32_t top_k);
 
  private:
+  Result<std::vector<float>> merge(std::vector<Result<std::vector<float>>>& out) const;
+
   const plan::Plan& plan_;
   const std::vector<std::unique_ptr<exec::StageExecutor>>& nodes_;
   exec::LocalExecutor& local_;
   std::unique_ptr<net::DataMesh> mesh_;  // this machine's links, when it is a member
   std::vector<std::vector<float>> inputs_;
+  bool steps_over_link_ = false;  // this machine is member 0 and hands the others their batches on the links
 };
 
 }  // namespace strata::runtime

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -235,6 +236,110 @@ TEST(DataMesh, an_emulated_wire_too_slow_for_the_deadline_holds_a_frame_only_unt
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
   EXPECT_EQ(a[0], 3.0f);
   EXPECT_EQ(b[0], 3.0f);
+}
+
+
+// Messages (how a coordinator that is member 0 hands out batches) share the links with exchanges.
+TEST(DataMesh, messages_and_exchanges_arrive_in_the_order_they_were_sent) {
+  Group g = open_group(2);
+  const std::string key = link_key("t", random_secret());
+  auto meshes = join_all(g, {key, key}, 5000);
+  ASSERT_TRUE(meshes[0].ok() && meshes[1].ok());
+  DataMesh& m0 = **meshes[0];
+  DataMesh& m1 = **meshes[1];
+  std::vector<float> a(8, 1.0f), b(8, 2.0f);
+  Result<std::string> got_batch = make_error("not run");
+  std::thread worker([&] {
+    got_batch = m1.receive_message(0, 100);
+    m1.all_reduce_sum(b.data(), 8);
+    EXPECT_TRUE(m1.send_message(0, "logits").ok());
+  });
+  ASSERT_TRUE(m0.send_message(1, "batch").ok());
+  m0.all_reduce_sum(a.data(), 8);
+  auto reply = m0.receive_message(1, 100);
+  worker.join();
+  ASSERT_TRUE(got_batch.ok()) << got_batch.error().message;
+  EXPECT_EQ(*got_batch, "batch");
+  ASSERT_TRUE(reply.ok()) << reply.error().message;
+  EXPECT_EQ(*reply, "logits");
+  EXPECT_EQ(a[7], 3.0f);
+  EXPECT_EQ(b[0], 3.0f);
+  EXPECT_TRUE(m0.error().ok() && m1.error().ok());
+}
+
+TEST(DataMesh, a_message_over_the_receivers_limit_is_refused_before_it_is_read) {
+  Group g = open_group(2);
+  const std::string key = link_key("t", random_secret());
+  auto meshes = join_all(g, {key, key}, 5000);
+  ASSERT_TRUE(meshes[0].ok() && meshes[1].ok());
+  ASSERT_TRUE((*meshes[0])->send_message(1, std::string(1000, 'x')).ok());
+  auto got = (*meshes[1])->receive_message(0, 999);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.error().message.find("1000 bytes, more than the 999"), std::string::npos) << got.error().message;
+  EXPECT_NE(got.error().message.find("member 0"), std::string::npos);
+  EXPECT_FALSE((*meshes[1])->error().ok());  // the link is out of step now: the mesh stays failed
+}
+
+// A member whose step ends early sends its answer where the others expect its exchange: they fail
+// the exchange naming it, and its answer (why it ended) is still there for receive_message.
+TEST(DataMesh, a_message_in_place_of_an_exchange_fails_it_and_is_kept_for_the_receiver) {
+  Group g = open_group(2);
+  const std::string key = link_key("t", random_secret());
+  auto meshes = join_all(g, {key, key}, 5000);
+  ASSERT_TRUE(meshes[0].ok() && meshes[1].ok());
+  ASSERT_TRUE((*meshes[1])->send_message(0, "rows out of range").ok());
+  std::vector<float> x(4, 1.0f);
+  (*meshes[0])->all_reduce_sum(x.data(), 4);
+  ASSERT_FALSE((*meshes[0])->error().ok());
+  EXPECT_NE((*meshes[0])->error().error().message.find("member 1 ended its step"), std::string::npos)
+      << (*meshes[0])->error().error().message;
+  auto why = (*meshes[0])->receive_message(1, 100);
+  ASSERT_TRUE(why.ok()) << why.error().message;
+  EXPECT_EQ(*why, "rows out of range");
+}
+
+TEST(DataMesh, waiting_for_a_message_ends_at_the_deadline_or_when_stopped) {
+  Group g = open_group(2);
+  const std::string key = link_key("t", random_secret());
+  auto meshes = join_all(g, {key, key}, 300);
+  ASSERT_TRUE(meshes[0].ok() && meshes[1].ok());
+  std::atomic<bool> stop{false};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    stop.store(true);
+  });
+  auto start = std::chrono::steady_clock::now();
+  auto stopped = (*meshes[1])->receive_message(0, 100, &stop);  // waits past the 300 ms deadline
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stopper.join();
+  EXPECT_FALSE(stopped.ok());
+  EXPECT_GE(waited, 0.45);
+  EXPECT_LT(waited, 2.0);
+  EXPECT_TRUE((*meshes[1])->error().ok());  // stopping is not a failure
+  start = std::chrono::steady_clock::now();
+  auto late = (*meshes[0])->receive_message(1, 100);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(late.error().message.find("member 1 sent nothing for 300 ms"), std::string::npos) << late.error().message;
+  EXPECT_LT(s, 2.0);
+}
+
+TEST(DataMesh, a_member_that_goes_away_while_awaited_is_named_at_once) {
+  Group g = open_group(2);
+  const std::string key = link_key("t", random_secret());
+  auto meshes = join_all(g, {key, key}, 5000);
+  ASSERT_TRUE(meshes[0].ok() && meshes[1].ok());
+  std::thread leaver([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    meshes[1] = make_error("gone");
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto got = (*meshes[0])->receive_message(1, 100);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  leaver.join();
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.error().message.find("member 1 closed its link"), std::string::npos) << got.error().message;
+  EXPECT_LT(s, 1.0);
 }
 
 }  // namespace

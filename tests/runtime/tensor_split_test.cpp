@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/generate.h"
@@ -119,9 +120,14 @@ TEST_F(TensorSplit, the_same_bits_run_to_run_and_for_any_thread_count) {
   b.n_threads = 2;
   b.cluster.worker_threads = 2;
   const std::vector<float> threads = reference_logits(b, prompt, 6);
+  // The batches as Forward calls instead of messages on the data links: the same bits.
+  ::setenv("STRATA_LINK_STEPS", "off", 1);
+  const std::vector<float> calls = reference_logits(a, prompt, 6);
+  ::unsetenv("STRATA_LINK_STEPS");
   ASSERT_FALSE(first.empty());
   EXPECT_EQ(first, again);
   EXPECT_EQ(first, threads);
+  EXPECT_EQ(first, calls);
 }
 
 TEST(TensorSplitFault, a_member_killed_mid_token_fails_the_request_naming_it_then_the_group_recovers) {
