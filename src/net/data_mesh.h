@@ -59,7 +59,7 @@ struct MeshMember {
 class DataMesh final : public model::Collective {
  public:
   // STRATA_LINK_SPIN_US overrides it (bench/README.md has the figures that chose it).
-  static constexpr int32_t kSpinUs = 200;
+  static constexpr int32_t kSpinUs = 2000;
   // How long a member waiting for a message (the next batch, a result) retries before it sleeps.
   static constexpr int32_t kMessageSpinUs = 5000;
   // Joins as member `self`: connects to every later member and accepts one link from every earlier
