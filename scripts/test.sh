@@ -5,7 +5,7 @@
 # run of every fuzz harness on its seed corpus (a crash fails). Tests read ../shared (models, golden
 # outputs). Each phase prints how long it took; CI (.ci/run) runs this: measured on a clean clone,
 # 23-27 minutes on a 2-core Zen 4 VM (2026-12-02: builds 7 + 9 minutes, tests 1.5 + 4.5, fuzz 1; 1611 s
-# in the afternoon, 1769 s in the evening; 1726 s on 2026-12-03) and 45 minutes on a 2-core Zen 3 VM
+# in the afternoon, 1769 s in the evening; 1726 s on 2026-12-03, 1641 s later that day) and 45 minutes on a 2-core Zen 3 VM
 # on 2026-12-02.
 # Usage: scripts/test.sh [--no-sanitize | --full] [ctest args...]
 #   --no-sanitize: only the optimized build and its tests.

@@ -2,8 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <pthread.h>
+
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include "base/system.h"
 #include "base/checked.h"
@@ -78,12 +81,16 @@ WorkerService::~WorkerService() {
   reaper_.join();
 }
 
+// Sessions are freed outside the lock: one whose stepper is inside a batch stops only when the
+// batch ends, and the other sessions' calls must not wait for that.
 void WorkerService::reap_idle_sessions() {
   const auto now = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<Session>> gone;
   std::lock_guard lock(mu_);
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     if (now - it->second->last_seen > std::chrono::seconds(options_.session_timeout_s)) {
       spdlog::info("worker: session {} idle for {} s, freeing it", it->first, options_.session_timeout_s);
+      gone.push_back(std::move(it->second));
       it = sessions_.erase(it);
     } else {
       ++it;
@@ -178,12 +185,13 @@ Status WorkerService::PrepareStage(grpc::ServerContext* ctx, grpc::ServerReader<
   }
   spdlog::info("worker: session {} prepared: {} tensors ({} bytes), {} missing, source: {}", spec->session(),
                session->stage.stage_tensors.size(), b.weights, reply->missing_size(), reply->source());
+  std::shared_ptr<Session> replaced;  // freed after the lock, as in reap_idle_sessions
   std::lock_guard lock(mu_);
   if (!sessions_.count(spec->session()) && static_cast<int32_t>(sessions_.size()) >= options_.max_sessions) {
     return error_status(StatusCode::RESOURCE_EXHAUSTED,
                         fmt::format("this worker already serves {} coordinators (--max-sessions)", sessions_.size()));
   }
-  sessions_[spec->session()] = std::move(session);
+  replaced = std::exchange(sessions_[spec->session()], std::move(session));
   return Status::OK;
 }
 
@@ -340,7 +348,10 @@ Status WorkerService::JoinMesh(grpc::ServerContext* ctx, grpc::ServerReader<v1::
   if (message.steps_over_link()) {
     session->stop_steps.store(false);
     session->steps_over_link.store(true);
-    session->stepper = std::thread([this, raw = session.get()] { take_steps(*raw); });
+    session->stepper = std::thread([this, raw = session.get()] {
+      ::pthread_setname_np(::pthread_self(), "strata-steps");
+      take_steps(*raw);
+    });
   }
   return Status::OK;
 }
@@ -501,8 +512,13 @@ Status WorkerService::EndSession(grpc::ServerContext* ctx, grpc::ServerReader<v1
   v1::SessionRef message;
   if (auto s = accept_one(*ctx, *reader, options_.security.token, message); !s.ok()) return s;
   const v1::SessionRef* req = &message;
+  std::shared_ptr<Session> gone;  // freed after the lock, as in reap_idle_sessions
   std::lock_guard lock(mu_);
-  reply->set_known(sessions_.erase(req->session()) > 0);
+  if (auto it = sessions_.find(req->session()); it != sessions_.end()) {
+    gone = std::move(it->second);
+    sessions_.erase(it);
+  }
+  reply->set_known(gone != nullptr);
   if (reply->known()) spdlog::info("worker: session {} ended", req->session());
   return Status::OK;
 }
