@@ -51,6 +51,13 @@ static_assert(sizeof(FrameHeader) == 24);
 // What an exchange keeps of a message that came in its place: a member's report that its step ended.
 constexpr uint64_t kMaxEarlyMessage = 64 << 10;
 
+// When the wire emulation counts a frame stamped `sent_ns` as arrived: a sender's clock is trusted
+// for no more than the wire time, and no emulated wire holds a frame past the deadline.
+Clock::time_point emulated_arrival(int64_t sent_ns, std::chrono::nanoseconds wire, Clock::time_point deadline) {
+  const auto sent = std::min(Clock::time_point(Clock::duration(sent_ns)), Clock::now());
+  return std::min(deadline, sent + wire);
+}
+
 int remaining_ms(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return static_cast<int>(std::max<int64_t>(0, left));
@@ -390,10 +397,7 @@ Status DataMesh::exchange(const float* data, int64_t n, model::IdleWork* idle) {
         return s;
       }
       if (q.got == total && !q.arrived && wire.count() > 0) {
-        // The caps: a sender's clock is trusted for no more than the wire time, and no emulated wire
-        // holds a frame past the exchange's deadline.
-        const auto sent = std::min(Clock::time_point(Clock::duration(q.in.sent_ns)), Clock::now());
-        delivered = std::min(deadline, std::max(delivered, sent + wire));
+        delivered = std::max(delivered, emulated_arrival(q.in.sent_ns, wire, deadline));
       }
       q.arrived = q.got == total;
       if (q.sent < total || q.got < total) {
@@ -498,9 +502,8 @@ Result<std::string> DataMesh::receive_message(int32_t from, size_t max_bytes, co
     }
   }
   if (!why.empty()) return failed(make_error(ErrorCode::kUnavailable, "tensor split: {}: {}", names_[from], why));
-  if (const auto wire = wire_time(sizeof header + bytes.size()); wire.count() > 0) {  // capped as in exchange
-    const auto sent = std::min(Clock::time_point(Clock::duration(header.sent_ns)), Clock::now());
-    const auto delivered = std::min(deadline, sent + wire);
+  if (const auto wire = wire_time(sizeof header + bytes.size()); wire.count() > 0) {
+    const auto delivered = emulated_arrival(header.sent_ns, wire, deadline);
     while (Clock::now() < delivered) std::this_thread::yield();
   }
   return bytes;

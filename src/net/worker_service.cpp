@@ -259,6 +259,9 @@ Status WorkerService::Forward(grpc::ServerContext* ctx, grpc::ServerReader<v1::F
   if (!session) {
     return error_status(StatusCode::NOT_FOUND, "unknown session '" + req.hop().session() + "' (worker restarted?)");
   }
+  if (session->steps_over_link.load()) {
+    return error_status(StatusCode::FAILED_PRECONDITION, "this session takes its batches over the data link");
+  }
   size_t want = 0;  // bytes of hidden state the rows need
   {
     std::lock_guard lock(session->mu);
@@ -279,9 +282,6 @@ Status WorkerService::Forward(grpc::ServerContext* ctx, grpc::ServerReader<v1::F
       return error_status(StatusCode::INVALID_ARGUMENT, "hidden state longer than the rows need");
     }
     req.mutable_hidden()->append(more.hidden());
-  }
-  if (session->steps_over_link.load()) {
-    return error_status(StatusCode::FAILED_PRECONDITION, "this session takes its batches over the data link");
   }
   std::vector<float> hidden;
   {
@@ -423,10 +423,12 @@ void WorkerService::take_steps(Session& session) {
     }
     v1::ForwardRequest req;
     v1::LinkStepReply answer;
-    Status s = error_status(StatusCode::INVALID_ARGUMENT, "a batch over the data link must end at the output head");
+    Status s;
     if (!req.ParseFromString(*message)) {
       s = error_status(StatusCode::INVALID_ARGUMENT, "a malformed batch on the data link");
-    } else if (req.hop().output()) {
+    } else if (!req.hop().output()) {
+      s = error_status(StatusCode::INVALID_ARGUMENT, "a batch over the data link must end at the output head");
+    } else {
       std::lock_guard lock(session.mu);
       s = run_hop(session, req, hidden, answer.mutable_reply());
     }
