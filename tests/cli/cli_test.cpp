@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <array>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -62,13 +61,8 @@ TEST(Cli, bench_with_depth_reports_the_rows_llama_bench_reports) {
   const auto recorded = nlohmann::json::parse(testing::read_text_file(recorded_path))["rows"]
                             .get<std::vector<std::array<int, 3>>>();
   const auto theirs = run_command("bash " + shell_quote(llama_run) + " llama-bench" + flags);
-  if (theirs.exit_code == 128 + SIGILL) {
-    std::printf("[ peer     ] llama-bench stops with SIGILL on this CPU (built for AVX-512): using %s\n",
-                recorded_path.c_str());
-  } else {
-    ASSERT_EQ(theirs.exit_code, 0) << theirs.err;
-    EXPECT_EQ(rows(theirs.out), recorded) << recorded_path << " no longer holds what llama-bench prints";
-  }
+  ASSERT_EQ(theirs.exit_code, 0) << "llama-bench" << flags << ": " << theirs.err;
+  EXPECT_EQ(rows(theirs.out), recorded) << recorded_path << " no longer holds what llama-bench prints";
   EXPECT_EQ(rows(ours.out), recorded);
   EXPECT_EQ(rows(ours.out).size(), 2u);
   const auto deep = run_command(strata() + " bench -m " + shell_quote(model) + " -p 16 -n 4 -d 2000000 -r 1");
