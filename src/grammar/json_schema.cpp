@@ -334,6 +334,10 @@ class Converter {
       if (!s.contains(key)) continue;
       if (!s[key].is_number()) return fail(path, fmt::format("'{}' must be a number", key));
       const double v = s[key].get<double>();
+      // A bound past the range on the side it bounds restricts nothing the grammar writes (agents
+      // send Number.MAX_SAFE_INTEGER as a maximum): it is dropped.
+      const bool upper = std::string_view(key).find("ax") != std::string_view::npos;  // (exclusive)Maximum
+      if (upper ? v > static_cast<double>(kMaxIntegerBound) : v < -static_cast<double>(kMaxIntegerBound)) continue;
       if (!(std::fabs(v) <= static_cast<double>(kMaxIntegerBound))) {
         return fail(path, fmt::format("'{}' {} is outside the supported range +-10^15", key, v));
       }

@@ -305,6 +305,12 @@ TEST(JsonSchema, unsupported_keywords_are_refused_by_name_and_path) {
   EXPECT_EQ(schema_error(R"({"type":"strin"})"), "json schema at #: unknown type 'strin'");
   EXPECT_EQ(schema_error(R"({"type":"integer","minimum":1e300})"),
             "json schema at #: 'minimum' 1e+300 is outside the supported range +-10^15");
+  EXPECT_EQ(schema_error(R"({"type":"integer","maximum":-1e300})"),
+            "json schema at #: 'maximum' -1e+300 is outside the supported range +-10^15");
+  // Bounds past the range on their own side restrict nothing: Claude Code's Read tool sends
+  // Number.MAX_SAFE_INTEGER as a maximum.
+  EXPECT_TRUE(json_schema_to_gbnf(json::parse(R"({"type":"integer","minimum":0,"maximum":9007199254740991})")).ok());
+  EXPECT_TRUE(json_schema_to_gbnf(json::parse(R"({"type":"integer","exclusiveMinimum":-1e300,"exclusiveMaximum":1e300})")).ok());
   EXPECT_EQ(schema_error(R"({"type":"array","maxItems":100000})"), "json schema at #: 'maxItems' 100000 is over the supported 4096");
   EXPECT_EQ(schema_error(R"({"type":"integer","minimum":5,"maximum":4})"),
             "json schema at #: the integer range is empty (minimum above maximum)");
