@@ -21,6 +21,8 @@ enum class ToolFormat {
   kQwenXml,     // Qwen3-Coder / Qwen3.5 / Qwen3.6: <tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n
                 // </parameter>\n</function>\n</tool_call>
   kLlama3Json,  // Llama 3.x: {"name": .., "parameters": {..}} (optionally after <|python_tag|>)
+  kGeneric,     // llama-server's generic format, for templates without one: the answer is one JSON
+                // object, {"tool_call": {..}}, {"tool_calls": [..]} or {"response": ".."} (generic_tools.cpp)
 };
 
 std::string_view tool_format_name(ToolFormat format);
@@ -158,6 +160,15 @@ Result<ToolChoice> parse_tool_choice(const nlohmann::json& j, const std::vector<
 // has no tool calls.
 Result<std::string> tool_call_grammar(const ChatFormat& format, const std::vector<ToolSpec>& tools,
                                       const ToolChoice& choice, bool parallel, bool starts_in_reasoning);
+
+// The generic format (ToolFormat::kGeneric) for a template without a tool-call format: the system
+// prompt text that describes the tools and the answer's JSON shape, and the grammar that makes every
+// answer such an object: a call of one of the tools (of the named one for kFunction) for kRequired and
+// kFunction, a call or {"response": text} for kAuto; "" for kNone. `parallel` asks for "tool_calls",
+// a list of one or more calls, instead of one "tool_call".
+std::string generic_tools_instruction(const std::vector<ToolSpec>& tools, bool parallel);
+Result<std::string> generic_tool_grammar(const ChatFormat& format, const std::vector<ToolSpec>& tools,
+                                         const ToolChoice& choice, bool parallel, bool starts_in_reasoning);
 
 // A grammar whose root is a bounded reasoning part (required when the prompt opened it, optional for
 // a thinking format otherwise, absent without one), then `body_rule`, defined in `rules` (GBNF rules

@@ -168,6 +168,7 @@ void OutputParser::State::finish_reasoning() {
 }
 
 Progress OutputParser::State::step_content() {
+  if (parse_tools && format.tools == ToolFormat::kGeneric) return step_generic();
   std::string_view r = rest();
   if (!can_start_call()) {
     emit_content(r);

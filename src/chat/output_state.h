@@ -74,6 +74,7 @@ struct OutputParser::State {
   Progress step_xml_param_name();
   Progress step_xml_value();
   Progress step_after_call();
+  Progress step_generic();  // generic_tools.cpp
   void finish_reasoning();
 
   // Output.

@@ -78,6 +78,7 @@ std::string_view tool_format_name(ToolFormat format) {
     case ToolFormat::kHermesJson: return "hermes-json";
     case ToolFormat::kQwenXml: return "qwen-xml";
     case ToolFormat::kLlama3Json: return "llama3-json";
+    case ToolFormat::kGeneric: return "generic";
   }
   return "unknown";
 }

@@ -95,9 +95,12 @@ void add_chat_flags(CLI::App& cmd, ServeFlags& f) {
                  "(reasoning_content) or auto")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "deepseek", "auto"}));
-  cmd.add_option("--reasoning-budget", s.reasoning_budget, "thinking tokens allowed: -1 unrestricted, 0 none")
+  cmd.add_option("--reasoning-budget", s.reasoning_budget,
+                 "thinking tokens allowed: -1 unrestricted, 0 none, N: the think block is closed after N tokens")
       ->capture_default_str()
       ->check(CLI::Range(-1, 1 << 24));
+  cmd.add_option("--reasoning-budget-message", s.reasoning_budget_message,
+                 "text written before the closing think tag when the budget ends the thinking");
 }
 
 void add_cache_flags(CLI::App& cmd, ServeFlags& f) {
@@ -171,7 +174,7 @@ Command add_serve(CLI::App& app) {
       ->check(CLI::Range(1, 256));
   cmd->add_option("--ready-file", f->server.ready_file, "write host:port to this file once ready");
   cmd->add_option("-n,--n-predict,--predict", f->server.n_predict,
-                  "max_tokens of a request that sets none (-1: no limit)")
+                  "max_tokens of a request that sets none, and the most any request gets (-1: no limit)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 1 << 24));
   cmd->add_flag("--metrics", f->server.metrics, "GET /metrics (Prometheus; served by default here)");

@@ -9,7 +9,8 @@ Generation::Generation(const GenerationParams& params, int32_t seq, const Genera
     : Generation(params, seq, model, sampling::Sampler(params.sampling, model.n_vocab)) {}
 
 Generation::Generation(GenerationParams params, int32_t seq, const GenerationModel& model, sampling::Sampler sampler)
-    : params_(std::move(params)), seq_(seq), model_(model), sampler_(std::move(sampler)) {
+    : params_(std::move(params)), seq_(seq), model_(model), sampler_(std::move(sampler)),
+      budget_(params_.reasoning_budget) {
   // Penalties count the prompt's tokens too.
   for (text::Token t : params_.prompt) sampler_.accept(t);
   if (params_.grammar) {
@@ -77,7 +78,7 @@ std::vector<text::Token> Generation::tokens_in_cache() const {
 GenerationStep Generation::next_token(std::span<const float> logits) {
   GenerationStep step;
   const text::Vocab& vocab = *model_.vocab;
-  step.token = matcher_ ? sample_with_grammar(logits) : sampler_.sample(logits);
+  step.token = choose(logits);
   if (step.token < 0) {  // the grammar allows no token of this vocabulary
     step.token = vocab.eos();
     step.end_of_generation = true;
@@ -94,7 +95,9 @@ GenerationStep Generation::next_token(std::span<const float> logits) {
     step.end_of_generation = true;
     return finish(step, "stop");
   }
-  held_ += utf8_.push(vocab.token_to_piece(step.token, false));
+  const std::string piece = vocab.token_to_piece(step.token, false);
+  budget_.accepted(piece);
+  held_ += utf8_.push(piece);
   if (cut_at_stop_string()) return finish(step, "stop");
   if (matcher_ && matcher_->finished()) return finish(step, "stop");
   if (params_.max_tokens >= 0 && n_generated_ >= params_.max_tokens) return finish(step, "length");
@@ -108,6 +111,14 @@ GenerationStep Generation::next_token(std::span<const float> logits) {
   held_.erase(0, keep_from);
   next_ = step.token;
   return step;
+}
+
+// The reasoning budget's forced text when it is due (and the grammar allows it), else a sample.
+text::Token Generation::choose(std::span<const float> logits) {
+  const text::Token forced = budget_.take_forced();
+  if (forced >= 0 && (!matcher_ || grammar_allows(forced))) return forced;
+  if (forced >= 0) budget_.abandon();
+  return matcher_ ? sample_with_grammar(logits) : sampler_.sample(logits);
 }
 
 bool Generation::grammar_allows(text::Token token) const {

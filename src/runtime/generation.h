@@ -15,6 +15,7 @@
 
 #include "grammar/grammar.h"
 #include "model/batch.h"
+#include "runtime/reasoning_budget.h"
 #include "sampling/sampler.h"
 #include "text/vocab.h"
 
@@ -30,6 +31,7 @@ struct GenerationParams {
   // When set, every token is one the grammar allows, end-of-generation only where it may end, and
   // the generation stops ("stop") once the grammar is complete with nothing more allowed.
   std::shared_ptr<const grammar::Grammar> grammar = nullptr;
+  ReasoningBudgetParams reasoning_budget;  // thinking closed after this many tokens (none by default)
 };
 
 struct TokenLogprob {
@@ -111,6 +113,7 @@ class Generation {
  private:
   TokenLogprob logprob_of(text::Token token, std::span<const float> logits) const;
   text::Token sample_with_grammar(std::span<const float> logits);
+  text::Token choose(std::span<const float> logits);
   bool grammar_allows(text::Token token) const;
   bool cut_at_stop_string();
   size_t held_back_from() const;
@@ -132,6 +135,7 @@ class Generation {
   std::optional<grammar::Matcher> matcher_;  // when params_.grammar is set
   std::vector<text::Token> eog_tokens_;      // masked with a grammar when ignore_eos
   std::vector<float> masked_;                // the row with the grammar's mask applied
+  ReasoningBudget budget_;
 };
 
 }  // namespace strata::runtime

@@ -76,11 +76,16 @@ std::optional<ApiError> parse_messages(const json& j, TurnRequest& turn) {
     if (!msgs[i].is_object()) return bad_field(at, "'" + at + "' must be an object");
     text::ChatMessage msg;
     if (auto e = need_string(msgs[i], "role", msg.role, at)) return e;
-    if (msg.role != "user" && msg.role != "assistant") {
-      return bad_field(at + ".role", "'" + at + ".role' must be user or assistant, not '" + msg.role + "'");
+    if (msg.role != "user" && msg.role != "assistant" && msg.role != "system") {
+      return bad_field(at + ".role", "'" + at + ".role' must be user, assistant or system, not '" + msg.role + "'");
     }
     if (!msgs[i].contains("content")) return bad_field(at + ".content", "'" + at + ".content' is required");
     const json& c = msgs[i]["content"];
+    if (msg.role == "system") {  // a note mid-conversation (current clients): text only, rendered in place
+      if (auto e = text_blocks(c, at + ".content", msg.content)) return e;
+      turn.messages.push_back(std::move(msg));
+      continue;
+    }
     std::vector<text::ChatMessage> tool_results;
     if (c.is_string()) {
       msg.content = c.get<std::string>();
@@ -151,8 +156,28 @@ std::optional<ApiError> parse_stops_and_thinking(const json& j, TurnRequest& tur
     std::string type;
     if (!t.is_object()) return bad_field("thinking", "'thinking' must be an object");
     if (auto e = need_string(t, "type", type, "thinking")) return e;
-    if (type != "enabled" && type != "disabled") return bad_field("thinking.type", "'thinking.type' must be enabled or disabled");
-    turn.template_kwargs["enable_thinking"] = type == "enabled";
+    // adaptive: the model decides how long to think, which is what a thinking template does anyway.
+    if (type != "enabled" && type != "disabled" && type != "adaptive") {
+      return bad_field("thinking.type", "'thinking.type' must be enabled, adaptive or disabled, not '" + type + "'");
+    }
+    turn.template_kwargs["enable_thinking"] = type != "disabled";
+    if (type != "disabled" && t.contains("budget_tokens") && !t["budget_tokens"].is_null()) {
+      int32_t budget = 0;
+      if (auto e = read_number_as(t, "budget_tokens", budget, 0, 1 << 24, "thinking")) return e;
+      turn.reasoning_budget = budget;
+    }
+  }
+  // output_config {effort}, context_management, metadata and blocks' cache_control change nothing
+  // here; they are checked for their shape so a malformed one is still named.
+  if (j.contains("output_config") && !j["output_config"].is_null()) {
+    if (!j["output_config"].is_object()) return bad_field("output_config", "'output_config' must be an object");
+    std::string effort;
+    if (auto e = read_string(j["output_config"], "effort", effort, "output_config")) return e;
+  }
+  for (const char* key : {"context_management", "metadata"}) {
+    if (j.contains(key) && !j[key].is_null() && !j[key].is_object()) {
+      return bad_field(key, fmt::format("'{}' must be an object", key));
+    }
   }
   return std::nullopt;
 }

@@ -67,6 +67,7 @@ struct ToolPlan {
   bool render_tools = false;  // the template sees the tools
   bool parse_calls = false;   // the output is searched for calls
   bool force_call = false;    // a grammar makes a call certain
+  bool generic = false;       // the template has no call format: llama-server's generic JSON one
 };
 
 std::optional<ApiError> plan_tools(const TurnSetup& setup, const TurnRequest& req, ToolPlan& plan) {
@@ -78,15 +79,11 @@ std::optional<ApiError> plan_tools(const TurnSetup& setup, const TurnRequest& re
   if (!choice.ok()) return bad_field(req.tool_choice_field, req.tool_choice_field + ": " + choice.error().message);
   plan.choice = *choice;
   const bool any = !plan.specs.empty() && plan.choice.kind != chat::ToolChoice::kNone;
-  plan.render_tools = any;
-  plan.parse_calls = any && setup.format.tools != chat::ToolFormat::kNone;
+  plan.generic = any && setup.format.tools == chat::ToolFormat::kNone;
+  plan.render_tools = any && !plan.generic;  // the generic format describes them in the system prompt
+  plan.parse_calls = any;
   plan.force_call = any && (plan.choice.kind == chat::ToolChoice::kRequired ||
                             plan.choice.kind == chat::ToolChoice::kFunction);
-  if (plan.force_call && !plan.parse_calls) {
-    return bad_field(req.tool_choice_field, req.tool_choice_field +
-                                                ": this model's chat template has no tool-call format, so a call "
-                                                "cannot be required");
-  }
   return std::nullopt;
 }
 
@@ -104,6 +101,38 @@ bool thinking_enabled(const json& kwargs) {
          kwargs["enable_thinking"].get<bool>();
 }
 
+// Adds `text` to the system prompt: after the first message's text when that is a system message,
+// else as a system message of its own before the others.
+void add_system_text(std::vector<text::ChatMessage>& messages, const std::string& text) {
+  if (!messages.empty() && messages[0].role == "system") {
+    messages[0].content += (messages[0].content.empty() ? "" : "\n\n") + text;
+    return;
+  }
+  text::ChatMessage system;
+  system.role = "system";
+  system.content = text;
+  messages.insert(messages.begin(), std::move(system));
+}
+
+// Current clients send system notes mid-conversation. A template that refuses them (many allow a
+// system message only first) gets them merged into the leading system prompt, in order. False when
+// there is nothing to merge.
+bool merge_system_notes(std::vector<text::ChatMessage>& messages) {
+  std::vector<text::ChatMessage> kept;
+  std::string notes;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (i > 0 && messages[i].role == "system") {
+      notes += (notes.empty() ? "" : "\n\n") + messages[i].content;
+    } else {
+      kept.push_back(std::move(messages[i]));
+    }
+  }
+  const bool merged = kept.size() < messages.size();
+  messages = std::move(kept);
+  if (merged) add_system_text(messages, notes);
+  return merged;
+}
+
 // Renders the conversation; `starts_in_reasoning` says the prompt ends inside an open think tag.
 // `conversation` (when the engine keeps state checkpoints) is the chat without its generation prompt.
 std::optional<ApiError> render_prompt(const TurnSetup& setup, const TurnRequest& req, const ToolPlan& tools,
@@ -119,12 +148,15 @@ std::optional<ApiError> render_prompt(const TurnSetup& setup, const TurnRequest&
   o.enable_thinking = thinking_enabled(kwargs);
   if (tools.render_tools) o.tools_json = req.tools.dump();
   if (!kwargs.empty()) o.kwargs_json = kwargs.dump();
-  auto rendered = setup.chat_template->render(req.messages, o);
+  std::vector<text::ChatMessage> messages = req.messages;
+  if (tools.generic) add_system_text(messages, chat::generic_tools_instruction(tools.specs, req.parallel_tool_calls));
+  auto rendered = setup.chat_template->render(messages, o);
+  if (!rendered.ok() && merge_system_notes(messages)) rendered = setup.chat_template->render(messages, o);
   if (!rendered.ok()) return bad_field("", "cannot apply the chat template: " + rendered.error().message);
   prompt = std::move(*rendered);
   if (conversation && setup.engine->needs_checkpoints()) {
     o.add_generation_prompt = false;
-    if (auto without = setup.chat_template->render(req.messages, o); without.ok()) *conversation = std::move(*without);
+    if (auto without = setup.chat_template->render(messages, o); without.ok()) *conversation = std::move(*without);
   }
   starts_in_reasoning = setup.format.thinking && chat::prompt_opens_reasoning(setup.format, prompt);
   return std::nullopt;
@@ -137,16 +169,21 @@ std::optional<ApiError> constraint_gbnf(const TurnSetup& setup, const TurnReques
   if (n_constraints > 1) {
     return bad_field(req.constraint_field, "give one of a grammar, a JSON schema or a JSON object format, not several");
   }
-  if (n_constraints == 1 && tools.force_call) {
-    return bad_field(req.constraint_field, "'" + req.constraint_field + "' cannot be combined with a required tool call");
+  if (n_constraints == 1 && (tools.force_call || tools.generic)) {
+    return bad_field(req.constraint_field, "'" + req.constraint_field +
+                                               (tools.generic ? "' cannot be combined with tools on a model whose "
+                                                                "template has no tool-call format"
+                                                              : "' cannot be combined with a required tool call"));
   }
   const std::string& field = req.constraint_field;
   // With thinking off the template has closed the think block: the constrained text comes at once.
   // With it on, the grammar lets the model reason (bounded) and close the block first.
   chat::ChatFormat format = setup.format;
   if (!thinking_enabled(merged_kwargs(setup, req))) format.thinking = false;
-  if (tools.force_call) {
-    auto g = chat::tool_call_grammar(format, tools.specs, tools.choice, req.parallel_tool_calls, starts_in_reasoning);
+  if (tools.force_call || tools.generic) {
+    auto g = tools.generic
+                 ? chat::generic_tool_grammar(format, tools.specs, tools.choice, req.parallel_tool_calls, starts_in_reasoning)
+                 : chat::tool_call_grammar(format, tools.specs, tools.choice, req.parallel_tool_calls, starts_in_reasoning);
     if (!g.ok()) return bad_field(req.tool_choice_field, req.tool_choice_field + ": " + g.error().message);
     gbnf = std::move(*g);
   } else if (req.json_schema || req.json_object) {
@@ -183,6 +220,19 @@ std::optional<ApiError> tokenize(const TurnSetup& setup, const std::string& prom
   }
   g.prompt = vocab.tokenize(prompt, true, true);
   return std::nullopt;
+}
+
+// The request's reasoning budget (else the server's) as the generation applies it.
+void set_reasoning_budget(const TurnSetup& setup, const TurnRequest& req, bool starts_in_reasoning,
+                          GenerationParams& g) {
+  const int32_t tokens = req.reasoning_budget.value_or(setup.reasoning_budget);
+  if (!req.chat || tokens < 0 || !setup.format.thinking) return;
+  runtime::ReasoningBudgetParams& b = g.reasoning_budget;
+  b.tokens = tokens;
+  b.starts_inside = starts_in_reasoning;
+  b.open = setup.format.think_open;
+  b.close = setup.format.think_close;
+  b.forced = setup.engine->vocab().tokenize(setup.reasoning_budget_message + b.close, false, true);
 }
 
 void append_delta(chat::OutputDelta& into, chat::OutputDelta more) {
@@ -241,10 +291,14 @@ std::unique_ptr<ChatTurn> ChatTurn::start(const TurnSetup& setup, TurnRequest re
   bool starts_in_reasoning = false;
   if (auto e = render_prompt(setup, req, tools, prompt, starts_in_reasoning, &conversation)) return fail(*e);
   if (auto e = constraint_gbnf(setup, req, tools, starts_in_reasoning, gbnf)) return fail(*e);
-  const std::string field = tools.force_call ? req.tool_choice_field : req.constraint_field;
+  const std::string field = tools.force_call || tools.generic ? req.tool_choice_field : req.constraint_field;
   if (auto e = compile_constraint(gbnf, field, req.generation)) return fail(*e);
   if (auto e = tokenize(setup, prompt, req.generation)) return fail(*e);
-  if (req.generation.max_tokens < 0 && setup.n_predict >= 0) req.generation.max_tokens = setup.n_predict;
+  set_reasoning_budget(setup, req, starts_in_reasoning, req.generation);
+  // -n is a request's default and, as in llama-server, its cap.
+  if (setup.n_predict >= 0 && (req.generation.max_tokens < 0 || req.generation.max_tokens > setup.n_predict)) {
+    req.generation.max_tokens = setup.n_predict;
+  }
   GenerationParams params = req.generation;
   if (req.report_stop_sequence) params.stop.clear();  // matched by the turn
   CacheHints hints;
@@ -253,6 +307,7 @@ std::unique_ptr<ChatTurn> ChatTurn::start(const TurnSetup& setup, TurnRequest re
   auto submitted = setup.scheduler->submit(std::move(params), hints);
   if (!submitted.ok()) return fail(engine_error(submitted.error().code, submitted.error().message, 400));
   chat::ChatFormat format = req.chat ? setup.format : chat::ChatFormat{};
+  if (tools.generic) format.tools = chat::ToolFormat::kGeneric;
   const bool split = req.chat && setup.split_reasoning;
   chat::OutputParser parser(format, starts_in_reasoning && split, split, tools.parse_calls, tools.specs);
   return std::unique_ptr<ChatTurn>(new ChatTurn(*submitted, std::move(parser), std::move(req), tools.parse_calls));

@@ -30,6 +30,8 @@ struct TurnSetup {
   nlohmann::json template_kwargs = nlohmann::json::object();  // --chat-template-kwargs, and enable_thinking
   int32_t n_predict = -1;               // -n: max tokens when a request sets none
   bool cache_prompt = true;             // --cache-prompt: a request's default
+  int32_t reasoning_budget = -1;        // --reasoning-budget: thinking tokens before they are closed
+  std::string reasoning_budget_message;  // --reasoning-budget-message: written before the close tag
 };
 
 // A request, translated from its wire format. Field names in errors are the wire format's.
@@ -53,6 +55,9 @@ struct TurnRequest {
   // Stop strings matched here rather than in the generation, to say which one ended the turn.
   bool report_stop_sequence = false;
   std::optional<bool> cache_prompt;  // llama-server's field; unset: the server's default
+  // Tokens of reasoning before it is closed (Anthropic's thinking.budget_tokens); unset: the
+  // server's --reasoning-budget.
+  std::optional<int32_t> reasoning_budget;
   GenerationParams generation;  // prompt tokens are filled in by the turn
 };
 

@@ -132,11 +132,10 @@ class Api {
     if (!r) return;
     TurnRequest request;
     if (auto e = wire->parse(body, request)) return fail(*e);
-    if (auto e = check_model(*r, wire->requested_model())) return fail(*e);
     ApiError error;
     std::shared_ptr<ChatTurn> turn = ChatTurn::start(r->setup, std::move(request), error);
     if (!turn) return fail(error);
-    wire->set_served(r->model_id, random_id(wire->id_prefix()), std::time(nullptr));
+    wire->set_served(served_name(*r, wire->requested_model()), random_id(wire->id_prefix()), std::time(nullptr));
     if (wire->stream()) return stream(res, std::move(turn), std::move(wire));
     for (;;) {
       TurnEvents ev = turn->poll(std::chrono::milliseconds(200));
@@ -160,15 +159,10 @@ class Api {
   void count_tokens(const httplib::Request& http, httplib::Response& res);
 
  private:
-  std::optional<ApiError> check_model(const Ready& r, const std::string& requested) const {
-    if (requested.empty() || requested == r.model_id) return std::nullopt;
-    ApiError e;
-    e.status = 404;
-    e.type = "not_found_error";
-    e.code = "model_not_found";
-    e.param = "model";
-    e.message = fmt::format("the model '{}' does not exist; this server serves '{}'", requested, r.model_id);
-    return e;
+  // Any model name is served, as llama-server does (agents and SDKs send their own names); the answer
+  // carries the name asked for, or the server's (--alias, else the file name) when none was given.
+  static const std::string& served_name(const Ready& r, const std::string& requested) {
+    return requested.empty() ? r.model_id : requested;
   }
 
   void stream(httplib::Response& res, std::shared_ptr<ChatTurn> turn, std::shared_ptr<WireFormat> wire) {
@@ -276,8 +270,10 @@ Result<TurnSetup> turn_setup(const ServerOptions& options) {
     setup.template_kwargs = json::parse(options.chat_template_kwargs, nullptr, false);
     if (!setup.template_kwargs.is_object()) return make_error("--chat-template-kwargs must be a JSON object");
   }
-  if (options.reasoning_budget < -1) return make_error("--reasoning-budget must be -1 (unrestricted) or 0 (no thinking)");
+  if (options.reasoning_budget < -1) return make_error("--reasoning-budget must be -1 (unrestricted), 0 (no thinking) or a token count");
   if (options.reasoning_budget == 0) setup.template_kwargs["enable_thinking"] = false;
+  setup.reasoning_budget = options.reasoning_budget;
+  setup.reasoning_budget_message = options.reasoning_budget_message;
   setup.n_predict = options.n_predict;
   setup.cache_prompt = options.cache_prompt;
   return setup;

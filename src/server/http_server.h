@@ -28,7 +28,8 @@ struct ServerOptions {
   std::string chat_template_file;    // --chat-template-file
   std::string chat_template_kwargs;  // --chat-template-kwargs: a JSON object passed to the template
   std::string reasoning_format = "auto";  // --reasoning-format none|deepseek|auto
-  int32_t reasoning_budget = -1;     // --reasoning-budget: -1 unrestricted, 0 no thinking
+  int32_t reasoning_budget = -1;     // --reasoning-budget: -1 unrestricted, 0 no thinking, N tokens
+  std::string reasoning_budget_message;  // --reasoning-budget-message: written before the close tag
   bool metrics = true;               // --metrics (served by default here)
   bool slots = true;                 // --slots / --no-slots: GET /slots
 };

@@ -122,6 +122,10 @@ std::optional<ApiError> parse_chat_extras(const json& j, TurnRequest& turn) {
   }
   if (j.contains("tool_choice") && !j["tool_choice"].is_null()) turn.tool_choice = j["tool_choice"];
   if (auto e = read_bool(j, "parallel_tool_calls", turn.parallel_tool_calls)) return e;
+  // reasoning_effort is a template variable (gpt-oss templates read it); chat_template_kwargs wins.
+  std::string effort;
+  if (auto e = read_string(j, "reasoning_effort", effort)) return e;
+  if (!effort.empty()) turn.template_kwargs["reasoning_effort"] = effort;
   return parse_template_kwargs(j, turn);
 }
 

@@ -305,6 +305,95 @@ TEST(ToolCallGrammar, random_walks_parse_into_calls_that_satisfy_the_schemas) {
   EXPECT_GE(calls_checked, 60);
 }
 
+std::shared_ptr<const grammar::Grammar> compile_generic(const ChatFormat& f, const std::vector<ToolSpec>& tools,
+                                                        const ToolChoice& choice, bool parallel, bool in_reasoning) {
+  auto text = generic_tool_grammar(f, tools, choice, parallel, in_reasoning);
+  EXPECT_TRUE(text.ok()) << text.error().message;
+  if (!text.ok()) return nullptr;
+  auto g = grammar::parse_gbnf(*text);
+  EXPECT_TRUE(g.ok()) << g.error().message << "\n" << *text;
+  return g.ok() ? *g : nullptr;
+}
+
+// llama-server's generic format for templates without a call format: one JSON object, a call (or a
+// list of them when parallel) or, for auto, {"response": text}.
+TEST(GenericTools, the_grammar_accepts_calls_and_responses_as_the_choice_allows) {
+  auto tools = walk_tools();
+  const ChatFormat f = format_of(ToolFormat::kGeneric, false);
+  const std::string call = R"({"tool_call": {"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}}})";
+  const std::string answer = R"({"response": "It is cold."})";
+  auto required = compile_generic(f, tools, kRequired, false, false);
+  EXPECT_TRUE(accepts(required, call));
+  EXPECT_FALSE(accepts(required, answer));
+  EXPECT_FALSE(accepts(required, R"({"tool_call": {"name": "get_weather", "arguments": {"city": "Oslo"}}})"));
+  EXPECT_FALSE(accepts(required, R"({"tool_call": {"name": "nope", "arguments": {}}})"));
+  auto any = compile_generic(f, tools, ToolChoice{}, false, false);
+  EXPECT_TRUE(accepts(any, call));
+  EXPECT_TRUE(accepts(any, answer));
+  EXPECT_FALSE(accepts(any, "It is cold."));
+  auto alarm = compile_generic(f, tools, ToolChoice{ToolChoice::kFunction, "set_alarm"}, true, false);
+  EXPECT_FALSE(accepts(alarm, call));
+  EXPECT_TRUE(accepts(alarm, R"({"tool_calls": [{"name": "set_alarm", "arguments": {"time": {"h": 7, "m": 0}}}]})"));
+  EXPECT_EQ(*generic_tool_grammar(f, tools, ToolChoice{ToolChoice::kNone, ""}, false, false), "");
+  const std::string told = generic_tools_instruction(tools, false);
+  EXPECT_NE(told.find("Respond in JSON format, either with `tool_call`"), std::string::npos) << told;
+  EXPECT_NE(told.find("\"set_alarm\""), std::string::npos) << told;
+}
+
+TEST(GenericTools, the_parser_reads_calls_and_responses_and_keeps_other_text_as_content) {
+  testing::ParserSetup s;
+  s.format = format_of(ToolFormat::kGeneric, false);
+  auto j = testing::parse_all_ways(s, R"({"tool_calls": [{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}]})");
+  ASSERT_EQ(j.calls.size(), 2u);
+  EXPECT_EQ(j.calls[0].name, "a");
+  EXPECT_EQ(json::parse(j.calls[0].arguments_json), json({{"x", 1}}));
+  EXPECT_EQ(j.calls[1].arguments_json, "{}");
+  EXPECT_EQ(j.content, "");
+  EXPECT_EQ(testing::parse_all_ways(s, R"({"response": "Hello \"you\""})").content, "Hello \"you\"");
+  EXPECT_EQ(testing::parse_all_ways(s, "not json {").content, "not json {");
+  s.format.thinking = true;
+  auto r = testing::parse_all_ways(s, "<think>plan</think>\n{\"tool_call\": {\"name\": \"a\", \"arguments\": {}}}");
+  EXPECT_EQ(r.reasoning, "plan");
+  ASSERT_EQ(r.calls.size(), 1u);
+}
+
+TEST(GenericTools, random_walks_are_calls_that_satisfy_the_schemas_or_responses) {
+  auto tools = walk_tools();
+  int calls_checked = 0, responses = 0;
+  for (uint32_t seed = 0; seed < 30; ++seed) {
+    const bool parallel = seed % 2, thinking = seed % 4 >= 2, in_reasoning = thinking && seed % 8 >= 4;
+    const ToolChoice choice = seed % 3 == 0   ? ToolChoice{}
+                              : seed % 3 == 1 ? kRequired
+                                              : ToolChoice{ToolChoice::kFunction, "set_alarm"};
+    auto g = compile_generic(format_of(ToolFormat::kGeneric, thinking), tools, choice, parallel, in_reasoning);
+    ASSERT_TRUE(g);
+    Walked w = walk(g, seed, 3000);
+    SCOPED_TRACE("seed " + std::to_string(seed) + ": " + w.text);
+    ASSERT_TRUE(w.ended) << "the walk did not end";
+    testing::ParserSetup s;
+    s.format = format_of(ToolFormat::kGeneric, thinking);
+    s.starts_in_reasoning = in_reasoning;
+    s.tools = tools;
+    testing::Joined j = testing::parse_all_ways(s, w.text);
+    if (j.calls.empty()) {
+      EXPECT_EQ(choice.kind, ToolChoice::kAuto) << "only auto may answer in text";
+      ++responses;
+      continue;
+    }
+    EXPECT_EQ(j.content, "");
+    if (!parallel) EXPECT_EQ(j.calls.size(), 1u);
+    for (const auto& call : j.calls) {
+      auto tool = std::find_if(tools.begin(), tools.end(), [&](const ToolSpec& t) { return t.name == call.name; });
+      ASSERT_NE(tool, tools.end()) << call.name;
+      if (choice.kind == ToolChoice::kFunction) EXPECT_EQ(call.name, "set_alarm");
+      EXPECT_EQ(violation(json::parse(call.arguments_json), tool->parameters, call.name), "") << call.arguments_json;
+      ++calls_checked;
+    }
+  }
+  EXPECT_GE(calls_checked, 20);
+  std::printf("[ generic  ] %d calls checked, %d text responses\n", calls_checked, responses);
+}
+
 // A JSON-schema answer of a thinking model: the reasoning the prompt opened is closed first (else
 // the JSON would be parsed as reasoning); without an open think block it is optional.
 TEST(ReasoningThen, a_constrained_answer_may_or_must_close_its_reasoning_first) {

@@ -125,6 +125,48 @@ TEST_F(GenerationTest, the_prompt_is_fed_in_chunks_within_the_budget_and_only_it
   EXPECT_EQ(gen.n_past(), 6);
 }
 
+// --reasoning-budget: after N tokens inside the think block the message and the closing tag are
+// written whatever the logits say, then sampling goes on; an answer without a think block is left alone.
+TEST_F(GenerationTest, a_spent_reasoning_budget_writes_the_message_and_the_close_tag) {
+  const text::Token hello = 15043;
+  auto params = [&](int32_t tokens, bool inside) {
+    GenerationParams p = greedy(24);
+    p.reasoning_budget.tokens = tokens;
+    p.reasoning_budget.starts_inside = inside;
+    p.reasoning_budget.open = "<think>";
+    p.reasoning_budget.close = "</think>";
+    p.reasoning_budget.forced = vocab_->tokenize(" Enough.</think>", false, false);
+    return p;
+  };
+  std::string forced_text;
+  for (text::Token t : params(0, false).reasoning_budget.forced) forced_text += vocab_->token_to_piece(t, false);
+  const std::string h = vocab_->token_to_piece(hello, false);
+  auto text_of = [&](const GenerationParams& p, const std::vector<text::Token>& favourites) {
+    Generation gen(p, 0, model());
+    return joined_text(run(gen, rows_for(favourites)));
+  };
+  const std::vector<text::Token> hellos(24, hello);
+  // The prompt opened the block: three tokens of reasoning, then the forced text, then the answer.
+  const std::string inside = text_of(params(3, true), hellos);
+  EXPECT_EQ(inside.substr(0, 3 * h.size() + forced_text.size()), h + h + h + forced_text) << inside;
+  EXPECT_EQ(inside.find(forced_text, 3 * h.size() + 1), std::string::npos) << "forced once: " << inside;
+  // Budget 0: closed at once.
+  EXPECT_EQ(text_of(params(0, true), hellos).rfind(forced_text, 0), 0u);
+  // The model opens the block itself: its tag is not counted.
+  std::vector<text::Token> opened = vocab_->tokenize("<think>", false, false);
+  opened.resize(24, hello);
+  const std::string by_model = text_of(params(2, false), opened);
+  EXPECT_NE(by_model.find("<think>" + h + h + forced_text), std::string::npos) << by_model;
+  // The model closes the block within the budget: nothing is forced.
+  std::vector<text::Token> closed = vocab_->tokenize("<think> hi</think>", false, false);
+  closed.resize(24, hello);
+  EXPECT_EQ(text_of(params(5, false), closed).find("Enough"), std::string::npos);
+  // No think block at all: nothing is forced.
+  std::string all;
+  for (int i = 0; i < 24; ++i) all += h;
+  EXPECT_EQ(text_of(params(1, false), hellos), all);
+}
+
 TEST_F(GenerationTest, a_stop_string_split_across_tokens_ends_the_text_before_it) {
   GenerationParams p = greedy();
   p.stop = {"lo wo"};

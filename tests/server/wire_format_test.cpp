@@ -162,13 +162,54 @@ TEST(AnthropicWire, bad_requests_are_refused_naming_the_field) {
   EXPECT_EQ(msg(R"({"messages":[{"role":"user","content":"hi"}]})"), "max_tokens");
   EXPECT_EQ(msg(R"({"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]})"),
             "messages[0].content[0].type");
-  EXPECT_EQ(msg(R"({"max_tokens":5,"messages":[{"role":"system","content":"x"}]})"), "messages[0].role");
+  EXPECT_EQ(msg(R"({"max_tokens":5,"messages":[{"role":"tool","content":"x"}]})"), "messages[0].role");
+  EXPECT_EQ(msg(R"({"max_tokens":5,"messages":[{"role":"system","content":[{"type":"image"}]}]})"),
+            "messages[0].content[0].type");
+  const std::string user = R"("max_tokens":5,"messages":[{"role":"user","content":"x"}])";
+  EXPECT_EQ(msg("{" + user + R"(,"thinking":{"type":"sometimes"}})"), "thinking.type");
+  EXPECT_EQ(msg("{" + user + R"(,"thinking":{"type":"enabled","budget_tokens":"many"}})"), "thinking.budget_tokens");
+  EXPECT_EQ(msg("{" + user + R"(,"output_config":"high"})"), "output_config");
+  EXPECT_EQ(msg("{" + user + R"(,"output_config":{"effort":3}})"), "output_config.effort");
+  EXPECT_EQ(msg("{" + user + R"(,"metadata":"me"})"), "metadata");
+  EXPECT_EQ(msg("{" + user + R"(,"context_management":[]})"), "context_management");
   EXPECT_EQ(msg(R"({"max_tokens":5,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"f"}]})"),
             "tools[0].input_schema");
   EXPECT_EQ(msg(R"({"max_tokens":5,"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"maybe"}})"),
             "tool_choice.type");
   EXPECT_EQ(msg(R"({"max_tokens":5,"messages":[{"role":"user","content":"x"}],"temperature":1.5})"), "temperature");
   EXPECT_EQ(msg(R"({"max_tokens":5,"messages":[{"role":"user","content":"x"}],"stop_sequences":"x"})"), "stop_sequences");
+}
+
+// What current agent CLIs send beside the conversation: system notes inside `messages`, adaptive
+// thinking, effort, context management, metadata and cache_control on blocks.
+TEST(AnthropicWire, todays_agent_fields_are_accepted_and_system_notes_stay_in_place) {
+  AnthropicMessages wire;
+  TurnRequest turn;
+  auto e = parse(wire, R"({"model": "claude-opus-4-8", "max_tokens": 64000, "stream": true,
+    "system": [{"type":"text","text":"You are an agent."},{"type":"text","text":" Be brief.","cache_control":{"type":"ephemeral"}}],
+    "messages": [
+      {"role":"user","content":[{"type":"text","text":"<system-reminder>today</system-reminder>"},
+                                {"type":"text","text":"Say hello","cache_control":{"type":"ephemeral"}}]},
+      {"role":"system","content":"Available agent types: none."}],
+    "thinking": {"type":"adaptive","budget_tokens":512}, "output_config": {"effort":"high"},
+    "context_management": {"edits":[{"type":"clear_thinking_20251015","keep":"all"}]},
+    "metadata": {"user_id":"{\"device_id\":\"x\"}"}, "some_future_field": [1]})", turn);
+  ASSERT_FALSE(e) << e->message;
+  ASSERT_EQ(turn.messages.size(), 3u);
+  EXPECT_EQ(turn.messages[0].role, "system");
+  EXPECT_EQ(turn.messages[0].content, "You are an agent. Be brief.");
+  EXPECT_EQ(turn.messages[1].content, "<system-reminder>today</system-reminder>Say hello");
+  EXPECT_EQ(turn.messages[2].role, "system");
+  EXPECT_EQ(turn.messages[2].content, "Available agent types: none.");
+  EXPECT_EQ(turn.template_kwargs["enable_thinking"], true);
+  EXPECT_EQ(turn.reasoning_budget, 512);
+  EXPECT_EQ(wire.requested_model(), "claude-opus-4-8");
+  TurnRequest off;
+  AnthropicMessages other;
+  ASSERT_FALSE(parse(other, R"({"max_tokens":5,"messages":[{"role":"user","content":"x"}],
+    "thinking":{"type":"disabled","budget_tokens":99}})", off));
+  EXPECT_EQ(off.template_kwargs["enable_thinking"], false);
+  EXPECT_FALSE(off.reasoning_budget.has_value());
 }
 
 TEST(AnthropicWire, blocks_become_the_conversation_the_template_sees) {
