@@ -1,7 +1,11 @@
 // A `strata serve` child process for the server tests, ready to take requests.
 #pragma once
 
+#include <fcntl.h>
+#include <gtest/gtest.h>
 #include <httplib.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -14,6 +18,33 @@
 namespace strata::testing {
 
 inline std::filesystem::path server_tmp_dir() { return std::filesystem::temp_directory_path() / "strata-server-tests"; }
+
+// npm packages for the client-side tests (the official SDKs, a headless browser driver, ajv and a
+// real coding-agent CLI), installed once into the build tree, and the test scripts beside them.
+// Tests run in parallel (ctest -j): an exclusive lock covers the check, the install and the scripts'
+// copy, and a marker written after a complete install (not the presence of a package folder) says
+// it is done.
+inline std::string node_clients_dir() {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(STRATA_BUILD_DIR) / "node";
+  fs::create_directories(dir);
+  const int lock = ::open((dir / ".install.lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  EXPECT_GE(lock, 0) << "cannot open the npm install lock";
+  if (lock >= 0) ::flock(lock, LOCK_EX);
+  const fs::path marker = dir / ".installed-openai7-playwright1-anthropic1-ajv8-claude-code2.1";
+  if (!fs::exists(marker)) {
+    const auto r = run_command("npm install --no-audit --no-fund --loglevel=error --prefix " + shell_quote(dir.string()) +
+                               " openai@7 playwright-core@1 @anthropic-ai/sdk@1 ajv@8 @anthropic-ai/claude-code@2.1");
+    EXPECT_EQ(r.exit_code, 0) << "npm install failed: " << r.err;
+    if (r.exit_code == 0) std::ofstream(marker) << "ok\n";
+  }
+  for (const char* script : {"openai_client.mjs", "web_page.mjs", "chat_clients.mjs", "agent_clients.mjs"}) {
+    fs::copy_file(fs::path(STRATA_SOURCE_DIR) / "tests" / "server" / script, dir / script,
+                  fs::copy_options::overwrite_existing);
+  }
+  if (lock >= 0) ::close(lock);  // releases the lock
+  return dir.string();
+}
 
 class ServeProcess {
  public:
