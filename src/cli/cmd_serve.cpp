@@ -115,15 +115,11 @@ void add_cache_flags(CLI::App& cmd, ServeFlags& f) {
                  "(-ctxcp) recurrent-state checkpoints kept per slot")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
-  f.notices.emplace_back(cmd.add_option("--cache-ram", s.cache_ram_mib,
-                                        "(-cram) MiB of host memory for evicted prompt caches (not kept yet)")
-                             ->capture_default_str()
-                             ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40)),
-                         [&s] {
-                           return s.cache_ram_mib == 0 ? std::string()
-                                                       : "evicted prefixes are not kept in host memory yet; each slot "
-                                                         "keeps the prefix of its last request in its own caches";
-                         });
+  cmd.add_option("--cache-ram", s.cache_ram_mib,
+                 "MiB of host memory each node keeps prompt prefixes of evicted slots in (-1: no limit but a quarter "
+                 "of a node's free memory, 0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
   f.notices.emplace_back(
       cmd.add_option("--cache-reuse", f.cache_reuse, "ignored: KV shifting is not implemented")
           ->check(CLI::Range(0, 1 << 24)),

@@ -45,17 +45,24 @@ Result<std::vector<float>> LocalExecutor::run(std::span<const Hop> hops, const m
                              n_vocab);
 }
 
+Status apply_seq_op(model::StageRunner& runner, SeqOp op, int32_t seq, int32_t p0, int32_t dst) {
+  switch (op) {
+    case SeqOp::kClear: return runner.clear_seq(seq);
+    case SeqOp::kRemoveFrom: return runner.remove_from(seq, p0);
+    case SeqOp::kCopy: return runner.copy_seq(seq, dst);
+    case SeqOp::kSaveCheckpoint: return runner.save_checkpoint(seq, p0);
+    case SeqOp::kRestoreCheckpoint: return runner.restore_checkpoint(seq, p0);
+    case SeqOp::kDropCheckpoint: return runner.drop_checkpoint(seq, p0);
+    case SeqOp::kStash: return runner.stash_seq(seq, dst);
+    case SeqOp::kUnstash: return runner.unstash_seq(dst, seq);
+    case SeqOp::kDropStash: return runner.drop_stash(dst);
+  }
+  return make_error("unknown sequence operation");
+}
+
 Status LocalExecutor::seq_op(SeqOp op, int32_t seq, int32_t p0, int32_t dst) {
   if (!runner_) return make_error("local: no stage loaded");
-  switch (op) {
-    case SeqOp::kClear: return runner_->clear_seq(seq);
-    case SeqOp::kRemoveFrom: return runner_->remove_from(seq, p0);
-    case SeqOp::kCopy: return runner_->copy_seq(seq, dst);
-    case SeqOp::kSaveCheckpoint: return runner_->save_checkpoint(seq, p0);
-    case SeqOp::kRestoreCheckpoint: return runner_->restore_checkpoint(seq, p0);
-    case SeqOp::kDropCheckpoint: return runner_->drop_checkpoint(seq, p0);
-  }
-  return make_error("local: unknown sequence operation");
+  return apply_seq_op(*runner_, op, seq, p0, dst);
 }
 
 }  // namespace strata::exec

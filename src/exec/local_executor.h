@@ -6,6 +6,10 @@
 
 namespace strata::exec {
 
+// A sequence operation on a runner: what every executor that holds a stage (this process's, a worker
+// session's) does with one.
+Status apply_seq_op(model::StageRunner& runner, SeqOp op, int32_t seq, int32_t p0, int32_t dst);
+
 class LocalExecutor final : public StageExecutor {
  public:
   const std::string& name() const override { return name_; }

@@ -61,8 +61,11 @@ struct LoadProgress {
 };
 using ProgressFn = std::function<void(const LoadProgress&)>;
 
-// kCopy copies seq to dst. The checkpoint operations take the position in p0 (model::StageRunner).
-enum class SeqOp { kClear, kRemoveFrom, kCopy, kSaveCheckpoint, kRestoreCheckpoint, kDropCheckpoint };
+// kCopy copies seq to dst. The checkpoint operations take the position in p0; the stash operations
+// (the host prompt cache) the stash id in dst (model::StageRunner).
+enum class SeqOp {
+  kClear, kRemoveFrom, kCopy, kSaveCheckpoint, kRestoreCheckpoint, kDropCheckpoint, kStash, kUnstash, kDropStash
+};
 
 class StageExecutor {
  public:

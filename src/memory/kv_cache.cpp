@@ -165,4 +165,48 @@ Status KvCache::copy(int src, int dst) {
   return {};
 }
 
+Result<KvRows> KvCache::save_rows(int seq) const {
+  if (seq < 0 || seq >= config_.n_seq) return make_error("KV cache: sequence {} out of range", seq);
+  KvRows rows;
+  rows.n = n_past_[seq];
+  const size_t n = static_cast<size_t>(rows.n);
+  const size_t layers = static_cast<size_t>(std::count_if(slot_.begin(), slot_.end(), [](int32_t s) { return s >= 0; }));
+  try {
+    rows.k.resize(layers * n * k_row_bytes());
+    rows.v.resize(layers * n * v_row_bytes());
+  } catch (const std::bad_alloc&) {
+    return make_error(ErrorCode::kResourceExhausted, "KV cache: cannot copy {} positions of sequence {}", n, seq);
+  }
+  uint8_t* k_out = rows.k.data();
+  uint8_t* v_out = rows.v.data();
+  for (int il = 0; il < config_.n_layer && n > 0; ++il) {
+    if (slot_[il] < 0) continue;
+    for (int32_t h = 0; h < n_head_k_; ++h, k_out += k_head_bytes_ * n) std::memcpy(k_out, k(il, seq, h, 0), k_head_bytes_ * n);
+    for (int32_t h = 0; h < n_head_v_; ++h, v_out += v_head_bytes_ * n) std::memcpy(v_out, v(il, seq, h, 0), v_head_bytes_ * n);
+  }
+  return rows;
+}
+
+Status KvCache::load_rows(int seq, const KvRows& rows) {
+  if (seq < 0 || seq >= config_.n_seq) return make_error("KV cache: sequence {} out of range", seq);
+  if (rows.n < 0 || rows.n > config_.n_ctx_per_seq) {
+    return make_error("KV cache: {} positions do not fit a sequence of {} cells", rows.n, config_.n_ctx_per_seq);
+  }
+  const size_t n = static_cast<size_t>(rows.n);
+  const size_t layers = static_cast<size_t>(std::count_if(slot_.begin(), slot_.end(), [](int32_t s) { return s >= 0; }));
+  if (rows.k.size() != layers * n * k_row_bytes() || rows.v.size() != layers * n * v_row_bytes()) {
+    return make_error("KV cache: saved rows of {} positions have {} + {} bytes, not this cache's {} + {}", n,
+                      rows.k.size(), rows.v.size(), layers * n * k_row_bytes(), layers * n * v_row_bytes());
+  }
+  const uint8_t* k_in = rows.k.data();
+  const uint8_t* v_in = rows.v.data();
+  for (int il = 0; il < config_.n_layer && n > 0; ++il) {
+    if (slot_[il] < 0) continue;
+    for (int32_t h = 0; h < n_head_k_; ++h, k_in += k_head_bytes_ * n) std::memcpy(k(il, seq, h, 0), k_in, k_head_bytes_ * n);
+    for (int32_t h = 0; h < n_head_v_; ++h, v_in += v_head_bytes_ * n) std::memcpy(v(il, seq, h, 0), v_in, v_head_bytes_ * n);
+  }
+  n_past_[seq] = rows.n;
+  return {};
+}
+
 }  // namespace strata::memory

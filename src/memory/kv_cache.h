@@ -39,6 +39,14 @@ Result<DType> parse_kv_type(std::string_view name);
 // Bytes of one row of n elements of a cache type (whole blocks, rounded up).
 uint64_t kv_row_bytes(DType type, int64_t n);
 
+// A sequence's first n positions, every kept layer and head, as the cache stores them (the host
+// prompt cache keeps these between requests).
+struct KvRows {
+  int32_t n = 0;
+  std::vector<uint8_t> k, v;
+  uint64_t bytes() const { return k.size() + v.size(); }
+};
+
 class KvCache {
  public:
   // Refuses an unsupported type, a row that is not whole heads, and a quantized type whose head
@@ -78,6 +86,10 @@ class KvCache {
   void clear(int seq) { n_past_[seq] = 0; }
   Status remove_from(int seq, int32_t p0);
   Status copy(int src_seq, int dst_seq);
+  // A sequence's positions [0, n_past) copied out, and put back into a sequence (which then holds
+  // exactly them). Bytes per position: k_row_bytes() + v_row_bytes() per kept layer.
+  Result<KvRows> save_rows(int seq) const;
+  Status load_rows(int seq, const KvRows& rows);
 
  private:
   size_t offset(int il, int seq, int head, int pos, int32_t n_head, size_t head_bytes) const {

@@ -123,24 +123,32 @@ Status RecurrentState::save_checkpoint(int seq) {
     }
     c = &checkpoints_[seq].back();
   }
+  copy_out(seq, *c);
+  return {};
+}
+
+void RecurrentState::copy_out(int seq, Checkpoint& into) const {
   for (int il = 0; il < config_.n_layer; ++il) {
     if (slot_[il] < 0) continue;
-    std::memcpy(c->conv.data() + slot_[il] * conv_size(), conv(il, seq), conv_size() * sizeof(float));
-    std::memcpy(c->ssm.data() + slot_[il] * ssm_size(), ssm(il, seq), ssm_size() * sizeof(float));
+    std::memcpy(into.conv.data() + slot_[il] * conv_size(), conv(il, seq), conv_size() * sizeof(float));
+    std::memcpy(into.ssm.data() + slot_[il] * ssm_size(), ssm(il, seq), ssm_size() * sizeof(float));
   }
-  return {};
+}
+
+void RecurrentState::copy_in(int seq, const Checkpoint& from) {
+  for (int il = 0; il < config_.n_layer; ++il) {
+    if (slot_[il] < 0) continue;
+    std::memcpy(conv(il, seq), from.conv.data() + slot_[il] * conv_size(), conv_size() * sizeof(float));
+    std::memcpy(ssm(il, seq), from.ssm.data() + slot_[il] * ssm_size(), ssm_size() * sizeof(float));
+  }
+  n_past_[seq] = from.pos;
 }
 
 Status RecurrentState::restore_checkpoint(int seq, int32_t pos) {
   if (!valid_seq(seq)) return make_error("recurrent state: sequence {} out of range", seq);
   const Checkpoint* c = find_checkpoint(seq, pos);
   if (!c) return make_error(ErrorCode::kNotFound, "sequence {}: no state checkpoint at position {}", seq, pos);
-  for (int il = 0; il < config_.n_layer; ++il) {
-    if (slot_[il] < 0) continue;
-    std::memcpy(conv(il, seq), c->conv.data() + slot_[il] * conv_size(), conv_size() * sizeof(float));
-    std::memcpy(ssm(il, seq), c->ssm.data() + slot_[il] * ssm_size(), ssm_size() * sizeof(float));
-  }
-  n_past_[seq] = pos;
+  copy_in(seq, *c);
   return {};
 }
 
@@ -156,6 +164,41 @@ std::vector<int32_t> RecurrentState::checkpoint_positions(int seq) const {
   if (!valid_seq(seq)) return out;
   for (const Checkpoint& c : checkpoints_[seq]) out.push_back(c.pos);
   return out;
+}
+
+uint64_t SeqState::bytes() const {
+  uint64_t floats = now.conv.size() + now.ssm.size();
+  for (const auto& c : checkpoints) floats += c.conv.size() + c.ssm.size();
+  return floats * sizeof(float);
+}
+
+Result<SeqState> RecurrentState::save_seq(int seq) const {
+  if (!valid_seq(seq)) return make_error("recurrent state: sequence {} out of range", seq);
+  SeqState out;
+  try {
+    out.now.pos = n_past_[seq];
+    out.now.conv.resize(static_cast<size_t>(n_kept_layers_) * conv_size());
+    out.now.ssm.resize(static_cast<size_t>(n_kept_layers_) * ssm_size());
+    out.checkpoints = checkpoints_[seq];
+  } catch (const std::bad_alloc&) {
+    return make_error(ErrorCode::kResourceExhausted, "sequence {}: cannot copy its recurrent state", seq);
+  }
+  copy_out(seq, out.now);
+  return out;
+}
+
+Status RecurrentState::load_seq(int seq, const SeqState& saved) {
+  if (!valid_seq(seq)) return make_error("recurrent state: sequence {} out of range", seq);
+  const size_t conv_n = static_cast<size_t>(n_kept_layers_) * conv_size();
+  const size_t ssm_n = static_cast<size_t>(n_kept_layers_) * ssm_size();
+  auto fits = [&](const Checkpoint& c) { return c.pos >= 0 && c.conv.size() == conv_n && c.ssm.size() == ssm_n; };
+  if (!fits(saved.now) || !std::all_of(saved.checkpoints.begin(), saved.checkpoints.end(), fits) ||
+      static_cast<int32_t>(saved.checkpoints.size()) > config_.n_checkpoints) {
+    return make_error("sequence {}: the saved recurrent state does not fit this node's layers or checkpoint count", seq);
+  }
+  checkpoints_[seq] = saved.checkpoints;
+  copy_in(seq, saved.now);
+  return {};
 }
 
 }  // namespace strata::memory

@@ -38,6 +38,18 @@ struct RecurrentConfig {
   int32_t n_checkpoints = 0;             // per sequence
 };
 
+// A sequence's state copied out: the current one (after n_past tokens) and its checkpoints, every
+// kept layer in layer order (the host prompt cache keeps these between requests).
+struct StateCheckpoint {
+  int32_t pos = 0;
+  std::vector<float> conv, ssm;  // every kept layer's state of the sequence, in layer order
+};
+struct SeqState {
+  StateCheckpoint now;  // pos = n_past
+  std::vector<StateCheckpoint> checkpoints;
+  uint64_t bytes() const;
+};
+
 class RecurrentState {
  public:
   static Result<RecurrentState> create(const RecurrentConfig& config);
@@ -74,11 +86,14 @@ class RecurrentState {
   Status drop_checkpoint(int seq, int32_t pos);
   std::vector<int32_t> checkpoint_positions(int seq) const;
 
+  // The sequence's state and checkpoints copied out, and put back (replacing the sequence's own).
+  Result<SeqState> save_seq(int seq) const;
+  Status load_seq(int seq, const SeqState& saved);
+
  private:
-  struct Checkpoint {
-    int32_t pos = 0;
-    std::vector<float> conv, ssm;  // every kept layer's state of the sequence, in layer order
-  };
+  using Checkpoint = StateCheckpoint;
+  void copy_out(int seq, Checkpoint& into) const;
+  void copy_in(int seq, const Checkpoint& from);
   Checkpoint* find_checkpoint(int seq, int32_t pos);
   size_t conv_size() const { return static_cast<size_t>(config_.conv_rows) * config_.conv_channels; }
   size_t ssm_size() const {

@@ -131,6 +131,20 @@ uint64_t scratch_bytes(const HParams& hp, const StageConfig& stage) {
   return sat_add(sat_mul(floats, sizeof(float)), kSmallAllocations);
 }
 
+uint64_t stash_bytes(const HParams& model_hp, const Architecture& arch, const StageConfig& stage, int32_t n_tokens,
+                     int32_t n_checkpoints) {
+  StageConfig one = stage;
+  one.n_seq = 1;
+  one.n_ctx_per_seq = std::max(n_tokens, 0);
+  uint64_t bytes = memory::KvCache::bytes_needed(kv_config(model_hp, arch, one));
+  const HParams hp = shard_hparams(model_hp, stage.shard);
+  const int32_t copies = 1 + std::max(n_checkpoints, 0);
+  for (int il = 0; il < hp.n_layer && il < static_cast<int>(stage.owned.size()); ++il) {
+    if (stage.owned[il]) bytes = sat_add(bytes, arch.recurrent_state_bytes(hp, il, copies));
+  }
+  return bytes;
+}
+
 StageBytes stage_bytes(const HParams& model_hp, const Architecture& arch, const StageConfig& stage, uint64_t weight_bytes) {
   const HParams hp = shard_hparams(model_hp, stage.shard);
   StageBytes b;

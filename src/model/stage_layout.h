@@ -25,6 +25,7 @@ struct StageConfig {
   int32_t n_batch = 512;
   int32_t n_threads = 1;
   int32_t n_checkpoints = 0;  // recurrent-state checkpoints kept per sequence (prompt caching)
+  uint64_t cache_ram_bytes = 0;  // --cache-ram: host memory for stashed sequences (0: none)
   DType type_k = DType::F16;  // KV cache types (memory::kv_type_supported)
   DType type_v = DType::F16;
   Shard shard;                // -sm tensor: this node's slice of every layer (count 1: all of it)
@@ -53,6 +54,12 @@ uint64_t held_bytes(const gguf::TensorInfo& t);
 
 // The KV cache of the stage's attention layers.
 memory::KvConfig kv_config(const HParams& hp, const Architecture& arch, const StageConfig& stage);
+
+// Bytes a stashed sequence of n_tokens positions with n_checkpoints state checkpoints takes on this
+// stage (its KV rows, its recurrent state and the checkpoints): the host prompt cache's accounting,
+// shared by the coordinator (which decides what to keep) and each node (which enforces its limit).
+uint64_t stash_bytes(const HParams& hp, const Architecture& arch, const StageConfig& stage, int32_t n_tokens,
+                     int32_t n_checkpoints);
 
 // Peak working memory of one batch of stage.n_batch rows: the Scratch buffers the layers grow, the
 // per-call quantized activations, routing and per-thread tiles, the hidden rows and the logits.

@@ -273,6 +273,47 @@ Status StageRunner::drop_checkpoint(int32_t seq, int32_t pos) {
   return recurrent_ ? recurrent_->drop_checkpoint(seq, pos) : Status{};
 }
 
+Status StageRunner::stash_seq(int32_t seq, int32_t id) {
+  if (seq < 0 || seq >= config_.n_seq) return make_error("sequence {} out of range", seq);
+  if (id < 0 || stashes_.count(id)) return make_error("stash {}: the id is negative or taken", id);
+  const int32_t n_checkpoints = recurrent_ ? static_cast<int32_t>(recurrent_->checkpoint_positions(seq).size()) : 0;
+  const uint64_t need = stash_bytes(model_->hparams(), model_->architecture(), config_, kv_.n_past(seq), n_checkpoints);
+  if (sat_add(stashed_bytes_, need) > config_.cache_ram_bytes) {
+    return make_error(ErrorCode::kResourceExhausted, "stash of sequence {}: {} bytes more would pass --cache-ram ({} of {} used)",
+                      seq, need, stashed_bytes_, config_.cache_ram_bytes);
+  }
+  Stash s;
+  STRATA_ASSIGN(s.kv, kv_.save_rows(seq));
+  if (recurrent_) {
+    STRATA_ASSIGN(s.state, recurrent_->save_seq(seq));
+  }
+  s.bytes = s.kv.bytes() + (s.state ? s.state->bytes() : 0);
+  stashed_bytes_ += s.bytes;
+  stashes_.emplace(id, std::move(s));
+  return {};
+}
+
+Status StageRunner::unstash_seq(int32_t id, int32_t seq) {
+  if (seq < 0 || seq >= config_.n_seq) return make_error("sequence {} out of range", seq);
+  auto it = stashes_.find(id);
+  if (it == stashes_.end()) return make_error(ErrorCode::kNotFound, "no stash {} on this node", id);
+  if (it->second.state) STRATA_TRY(recurrent_->load_seq(seq, *it->second.state));
+  STRATA_TRY(kv_.load_rows(seq, it->second.kv));
+  return drop_stash(id);
+}
+
+Status StageRunner::drop_stash(int32_t id) {
+  for (auto it = stashes_.begin(); it != stashes_.end();) {
+    if (id >= 0 && it->first != id) {
+      ++it;
+      continue;
+    }
+    stashed_bytes_ -= it->second.bytes;
+    it = stashes_.erase(it);
+  }
+  return {};
+}
+
 Status StageRunner::copy_seq(int32_t src, int32_t dst) {
   if (recurrent_) STRATA_TRY(recurrent_->copy(src, dst));
   return kv_.copy(src, dst);

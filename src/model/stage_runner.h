@@ -4,6 +4,7 @@
 // session uses one for the layers the plan gave it.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <new>
 #include <optional>
@@ -61,8 +62,21 @@ class StageRunner {
   Status save_checkpoint(int32_t seq, int32_t pos);
   Status restore_checkpoint(int32_t seq, int32_t pos);
   Status drop_checkpoint(int32_t seq, int32_t pos);
+  // The host prompt cache (--cache-ram): a sequence's KV rows, recurrent state and checkpoints copied
+  // under an id the coordinator chose, and moved back into a sequence later (the stash is dropped
+  // then). A stash that would take this node past config().cache_ram_bytes is refused. drop_stash
+  // with id < 0 drops them all.
+  Status stash_seq(int32_t seq, int32_t id);
+  Status unstash_seq(int32_t id, int32_t seq);
+  Status drop_stash(int32_t id);
+  uint64_t stashed_bytes() const { return stashed_bytes_; }
 
  private:
+  struct Stash {
+    memory::KvRows kv;
+    std::optional<memory::SeqState> state;
+    uint64_t bytes = 0;
+  };
   StageRunner() = default;
   // Repacks the stage's matrices for the prompt kernels (repacks_tensor) and releases the mapped
   // pages they replace.
@@ -82,6 +96,8 @@ class StageRunner {
   Scratch scratch_;
   Collective* collective_ = nullptr;
   WeightWarmer warmer_;  // used with a collective only
+  std::map<int32_t, Stash> stashes_;
+  uint64_t stashed_bytes_ = 0;
 };
 
 }  // namespace strata::model

@@ -47,6 +47,9 @@ v1::SeqOpRequest::Op to_proto(exec::SeqOp op) {
     case exec::SeqOp::kSaveCheckpoint: return v1::SeqOpRequest::SAVE_CHECKPOINT;
     case exec::SeqOp::kRestoreCheckpoint: return v1::SeqOpRequest::RESTORE_CHECKPOINT;
     case exec::SeqOp::kDropCheckpoint: return v1::SeqOpRequest::DROP_CHECKPOINT;
+    case exec::SeqOp::kStash: return v1::SeqOpRequest::STASH;
+    case exec::SeqOp::kUnstash: return v1::SeqOpRequest::UNSTASH;
+    case exec::SeqOp::kDropStash: return v1::SeqOpRequest::DROP_STASH;
   }
   return v1::SeqOpRequest::CLEAR;
 }

@@ -1,8 +1,10 @@
 #include "net/stage_spec.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/checked.h"
+#include "base/system.h"
 #include "gguf/names.h"
 #include "memory/kv_cache.h"
 #include "net/model_identity.h"
@@ -118,6 +120,9 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
     return make_error("n_checkpoints {} out of range 0..{}", spec.n_checkpoints(), kMaxCheckpoints);
   }
   c.n_checkpoints = spec.n_checkpoints();
+  // The host prompt cache is a cap, not a reservation: this worker never holds more than a quarter of
+  // the memory it has free when the stage arrives, whatever the coordinator asks.
+  c.cache_ram_bytes = std::min<uint64_t>(spec.cache_ram_bytes(), read_memory_facts().available / 4);
   STRATA_ASSIGN(c.type_k, spec_cache_type("cache_type_k", spec.cache_type_k(), hp.head_dim_k));
   STRATA_ASSIGN(c.type_v, spec_cache_type("cache_type_v", spec.cache_type_v(), hp.head_dim_v));
   c.n_seq = spec.n_seq();
@@ -206,6 +211,7 @@ v1::StageSpec to_stage_spec(const model::Model& model, const model::StageConfig&
   spec.set_n_batch(stage.n_batch);
   spec.set_threads(stage.n_threads);
   spec.set_n_checkpoints(stage.n_checkpoints);
+  spec.set_cache_ram_bytes(stage.cache_ram_bytes);
   spec.set_cache_type_k(memory::kv_type_name(stage.type_k));
   spec.set_cache_type_v(memory::kv_type_name(stage.type_v));
   for (const std::string& endpoint : forward_to) spec.add_forward_to(endpoint);

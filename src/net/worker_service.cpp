@@ -5,11 +5,13 @@
 #include <pthread.h>
 
 #include <cstring>
+#include <map>
 #include <set>
 #include <utility>
 
 #include "base/system.h"
 #include "base/checked.h"
+#include "exec/local_executor.h"
 #include "net/candidates.h"
 #include "net/data_mesh.h"
 #include "net/forward_stream.h"
@@ -489,16 +491,19 @@ Status WorkerService::SeqOp(grpc::ServerContext* ctx, grpc::ServerReader<v1::Seq
   if (!session) return error_status(StatusCode::NOT_FOUND, "unknown session '" + req->session() + "'");
   std::lock_guard lock(session->mu);
   if (!session->runner) return error_status(StatusCode::FAILED_PRECONDITION, "session has no loaded stage");
-  strata::Status s;
-  switch (req->op()) {
-    case v1::SeqOpRequest::CLEAR: s = session->runner->clear_seq(req->seq()); break;
-    case v1::SeqOpRequest::REMOVE_FROM: s = session->runner->remove_from(req->seq(), req->p0()); break;
-    case v1::SeqOpRequest::COPY: s = session->runner->copy_seq(req->seq(), req->dst()); break;
-    case v1::SeqOpRequest::SAVE_CHECKPOINT: s = session->runner->save_checkpoint(req->seq(), req->p0()); break;
-    case v1::SeqOpRequest::RESTORE_CHECKPOINT: s = session->runner->restore_checkpoint(req->seq(), req->p0()); break;
-    case v1::SeqOpRequest::DROP_CHECKPOINT: s = session->runner->drop_checkpoint(req->seq(), req->p0()); break;
-    default: return error_status(StatusCode::INVALID_ARGUMENT, "unknown sequence operation");
-  }
+  static const std::map<v1::SeqOpRequest::Op, exec::SeqOp> kOps = {
+      {v1::SeqOpRequest::CLEAR, exec::SeqOp::kClear},
+      {v1::SeqOpRequest::REMOVE_FROM, exec::SeqOp::kRemoveFrom},
+      {v1::SeqOpRequest::COPY, exec::SeqOp::kCopy},
+      {v1::SeqOpRequest::SAVE_CHECKPOINT, exec::SeqOp::kSaveCheckpoint},
+      {v1::SeqOpRequest::RESTORE_CHECKPOINT, exec::SeqOp::kRestoreCheckpoint},
+      {v1::SeqOpRequest::DROP_CHECKPOINT, exec::SeqOp::kDropCheckpoint},
+      {v1::SeqOpRequest::STASH, exec::SeqOp::kStash},
+      {v1::SeqOpRequest::UNSTASH, exec::SeqOp::kUnstash},
+      {v1::SeqOpRequest::DROP_STASH, exec::SeqOp::kDropStash}};
+  const auto op = kOps.find(req->op());
+  if (op == kOps.end()) return error_status(StatusCode::INVALID_ARGUMENT, "unknown sequence operation");
+  const strata::Status s = exec::apply_seq_op(*session->runner, op->second, req->seq(), req->p0(), req->dst());
   return s.ok() ? Status::OK : invalid(s.error());
 }
 

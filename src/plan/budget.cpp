@@ -84,6 +84,7 @@ std::vector<model::StageConfig> node_stages(const model::Model& model, const std
     s.n_batch = std::max(1, request.n_batch);
     s.n_threads = std::max(1, nodes[n].threads);
     s.n_checkpoints = std::max(0, request.n_checkpoints);
+    s.cache_ram_bytes = request.cache_ram_bytes;
     s.type_k = request.type_k;  // every node caches in the requested types
     s.type_v = request.type_v;
   }

@@ -34,6 +34,7 @@ plan::Request plan_request(const EngineOptions& options, const model::HParams& h
   request.n_seq = options.n_seq;
   request.n_batch = options.n_batch;
   request.n_checkpoints = hp.has_recurrent_layers() ? options.n_checkpoints : 0;
+  request.cache_ram_bytes = options.cache_ram_bytes;
   request.tensor_split = options.cluster.tensor_split;
   request.expert_split = options.cluster.expert_split;
   request.n_gpu_layers = options.cluster.n_gpu_layers;
@@ -291,6 +292,44 @@ Status Engine::restore_checkpoint(int32_t seq, int32_t pos) {
 }
 Status Engine::drop_checkpoint(int32_t seq, int32_t pos) {
   return seq_op_everywhere(exec::SeqOp::kDropCheckpoint, seq, pos, 0);
+}
+
+Status Engine::stash(int32_t seq, int32_t id) {
+  std::lock_guard lock(mu_);
+  if (broken_) STRATA_TRY(recover_or_fail_fast());
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    auto s = nodes_[n]->seq_op(exec::SeqOp::kStash, seq, 0, id);
+    if (s.ok()) continue;
+    if (s.error().code != ErrorCode::kResourceExhausted) {
+      if (n > 0) broken_ = true;
+      return s;
+    }
+    for (size_t m = 0; m < n; ++m) {
+      if (!nodes_[m]->seq_op(exec::SeqOp::kDropStash, seq, 0, id).ok() && m > 0) broken_ = true;
+    }
+    return s;
+  }
+  return {};
+}
+
+Status Engine::unstash(int32_t id, int32_t seq) { return seq_op_everywhere(exec::SeqOp::kUnstash, seq, 0, id); }
+Status Engine::drop_stash(int32_t id) { return seq_op_everywhere(exec::SeqOp::kDropStash, 0, 0, id); }
+
+uint64_t Engine::cache_ram_bytes() const {
+  uint64_t least = 0;
+  for (size_t n = 0; n < plan_.node_stages.size(); ++n) {
+    const uint64_t cap = plan_.node_stages[n].cache_ram_bytes;
+    least = n == 0 ? cap : std::min(least, cap);
+  }
+  return least;
+}
+
+uint64_t Engine::stash_bytes(int32_t n_tokens, int32_t n_checkpoints) const {
+  uint64_t most = 0;
+  for (const auto& stage : plan_.node_stages) {
+    most = std::max(most, model::stash_bytes(hparams(), model_->architecture(), stage, n_tokens, n_checkpoints));
+  }
+  return most;
 }
 
 }  // namespace strata::runtime

@@ -40,6 +40,7 @@ struct EngineOptions {
   int32_t n_seq = 1;      // parallel sequences; each gets n_ctx / n_seq cells
   int32_t n_batch = 512;  // the largest batch decode() accepts
   int32_t n_checkpoints = 0;  // recurrent-state checkpoints per sequence each node keeps (prompt cache)
+  uint64_t cache_ram_bytes = 0;  // --cache-ram: host memory each node may keep stashed sequences in
   DType type_k = DType::F16;  // KV cache types (-ctk / -ctv): F16, Q8_0 or Q4_0
   DType type_v = DType::F16;
   ClusterOptions cluster;
@@ -105,6 +106,16 @@ class Engine {
   Status save_checkpoint(int32_t seq, int32_t pos);
   Status restore_checkpoint(int32_t seq, int32_t pos);
   Status drop_checkpoint(int32_t seq, int32_t pos);
+  // The host prompt cache (--cache-ram): every node copies its share of a sequence (KV rows, state,
+  // checkpoints) under `id`, and moves it back later. A stash some node refuses (its limit) is
+  // dropped everywhere and the error returned; the engine stays usable.
+  Status stash(int32_t seq, int32_t id);
+  Status unstash(int32_t id, int32_t seq);
+  Status drop_stash(int32_t id);
+  // The most any node's limit allows, and the most bytes a stash of n_tokens positions (with
+  // n_checkpoints state checkpoints) takes on one node: what the coordinator evicts by.
+  uint64_t cache_ram_bytes() const;
+  uint64_t stash_bytes(int32_t n_tokens, int32_t n_checkpoints) const;
   // Counts recoveries: every one starts all sequences (and checkpoints) empty, so a cache keeper
   // compares it with the value it saw when it last filled a sequence.
   uint64_t reset_count() const { return resets_.load(); }

@@ -12,6 +12,8 @@
 #include <random>
 #include <thread>
 
+#include "base/checked.h"
+#include "base/system.h"
 #include "server/cluster_json.h"
 #include "server/http_front.h"
 #include "server/metrics.h"
@@ -394,6 +396,9 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   auto stop_http = [&] { http.stop(); };
   runtime::EngineOptions planned = engine_options;
   planned.n_checkpoints = options.ctx_checkpoints;  // kept by every node for its recurrent layers
+  // -1: no limit of its own; each node still keeps it within a quarter of its free memory.
+  planned.cache_ram_bytes = options.cache_ram_mib < 0 ? read_memory_facts().available / 4
+                                                      : sat_mul(uint64_t(options.cache_ram_mib), uint64_t(1) << 20);
   auto engine = runtime::Engine::load(planned);
   if (!engine.ok()) {
     stop_http();

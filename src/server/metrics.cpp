@@ -36,6 +36,13 @@ std::string Metrics::render(const runtime::Engine* engine, const Scheduler* sche
            static_cast<double>(s.checkpoints_saved));
     metric(out, "strata_checkpoints_restored_total", "counter", "recurrent-state checkpoints a request resumed from",
            static_cast<double>(s.checkpoints_restored));
+    metric(out, "strata_host_cache_stored_total", "counter", "slot sequences kept in host memory (--cache-ram)",
+           static_cast<double>(s.host_cache.stored));
+    metric(out, "strata_host_cache_restored_total", "counter", "kept sequences moved back into a slot",
+           static_cast<double>(s.host_cache.restored));
+    metric(out, "strata_host_cache_bytes", "gauge", "host memory the kept sequences take on the busiest node",
+           static_cast<double>(s.host_cache.bytes));
+    metric(out, "strata_host_cache_entries", "gauge", "sequences kept in host memory", s.host_cache.entries);
     metric(out, "strata_decode_calls_total", "counter", "engine calls (each decodes every active slot's next rows)",
            static_cast<double>(s.decode_calls));
     metric(out, "strata_busy_slots_per_decode", "gauge", "slots fed per engine call, on average",

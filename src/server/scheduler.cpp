@@ -57,13 +57,6 @@ struct Scheduler::Slot {
 
 namespace {
 
-size_t common_prefix(const std::vector<text::Token>& a, const std::vector<text::Token>& b) {
-  const size_t n = std::min(a.size(), b.size());
-  size_t i = 0;
-  while (i < n && a[i] == b[i]) ++i;
-  return i;
-}
-
 double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -75,7 +68,8 @@ int32_t cache_boundary(const text::Vocab& vocab, const std::vector<text::Token>&
   return static_cast<int32_t>(common_prefix(vocab.tokenize(conversation, true, true), prompt));
 }
 
-Scheduler::Scheduler(runtime::Engine& engine, SchedulerOptions options) : engine_(engine), options_(options) {
+Scheduler::Scheduler(runtime::Engine& engine, SchedulerOptions options)
+    : engine_(engine), options_(options), host_cache_(engine) {
   for (int32_t s = 0; s < engine.n_seq(); ++s) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->seq = s;
@@ -285,6 +279,31 @@ Status Scheduler::reuse_prefix(Slot& slot, int32_t n) {
   return {};
 }
 
+// With --cache-ram: what the slot holds past the prefix this request reuses is kept in host memory
+// first (an agent's conversation that a side request is about to replace), and a kept sequence that
+// gives the prompt more than the slot does is moved back into it. Returns the tokens reused.
+Result<int32_t> Scheduler::use_host_cache(Slot& slot, const std::vector<text::Token>& prompt, int32_t n) {
+  constexpr int32_t kWorthKeeping = 32;  // fewer lost tokens are cheaper to compute again than to copy
+  int32_t from_host = 0;
+  const int32_t reused = host_cache_.best(prompt, n, from_host) ? from_host : n;
+  if (static_cast<int32_t>(slot.cached.size()) >= reused + kWorthKeeping) {
+    host_cache_.keep(slot.seq, slot.cached, slot.checkpoints);
+  }
+  const auto entry = host_cache_.best(prompt, n, from_host);  // keep() may have dropped entries
+  if (entry) {
+    std::vector<text::Token> tokens;
+    std::vector<int32_t> checkpoints;
+    STRATA_TRY(host_cache_.take(*entry, slot.seq, tokens, checkpoints));
+    n = from_host;
+    std::lock_guard lock(mu_);
+    slot.cached = std::move(tokens);
+    slot.checkpoints = std::move(checkpoints);
+  }
+  std::lock_guard lock(mu_);
+  stats_.host_cache = host_cache_.stats();
+  return n;
+}
+
 // A new request's slot: reuse the longest cached prefix it can (at least the prompt's last token is
 // computed again, for its logits), and plan the checkpoints of its prompt.
 Status Scheduler::prepare(Slot& slot) {
@@ -297,10 +316,9 @@ Status Scheduler::prepare(Slot& slot) {
   }
   int32_t n = 0;
   if (slot.req->hints().cache_prompt) {
-    n = std::min(static_cast<int32_t>(common_prefix(slot.cached, prompt)), n_prompt - 1);
-    if (engine_.needs_checkpoints()) {
-      auto at = std::upper_bound(slot.checkpoints.begin(), slot.checkpoints.end(), n);
-      n = at == slot.checkpoints.begin() ? 0 : *std::prev(at);
+    n = usable_prefix(slot.cached, slot.checkpoints, prompt, engine_.needs_checkpoints());
+    if (host_cache_.enabled()) {
+      STRATA_ASSIGN(n, use_host_cache(slot, prompt, n));
     }
   }
   STRATA_TRY(reuse_prefix(slot, n));

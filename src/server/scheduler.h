@@ -21,6 +21,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/generation.h"
+#include "server/host_cache.h"
 
 namespace strata::server {
 
@@ -87,6 +88,7 @@ struct SchedulerStats {
   uint64_t prompt_tokens_cached = 0;  // taken from a slot's cache instead
   uint64_t checkpoints_saved = 0;
   uint64_t checkpoints_restored = 0;
+  HostCache::Stats host_cache;  // --cache-ram
   uint64_t generated_tokens = 0;
   // Engine calls, and the slots fed over them: every call takes the next rows of every active slot,
   // so slots per call near the active count says they decode together (llama-server's
@@ -143,6 +145,7 @@ class Scheduler {
   bool drop_cancelled_and_prepare_new();
   Status prepare(Slot& slot);
   Status reuse_prefix(Slot& slot, int32_t n);
+  Result<int32_t> use_host_cache(Slot& slot, const std::vector<text::Token>& prompt, int32_t n);
   Status save_checkpoint(Slot& slot, int32_t pos);
   void save_due_checkpoints(const std::vector<Slot*>& slots);
   struct Filled {
@@ -164,6 +167,7 @@ class Scheduler {
   std::atomic<bool> stop_{false};
   SchedulerStats stats_;
   uint64_t uses_ = 0;  // assignments so far: slots remember when they were last used
+  HostCache host_cache_;  // used by the scheduler's thread only
   std::thread thread_;
 };
 

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <regex>
 #include <nlohmann/json.hpp>
 
 #include "testing/golden.h"
@@ -68,6 +69,18 @@ TEST(Cli, bench_with_depth_reports_the_rows_llama_bench_reports) {
   const auto deep = run_command(strata() + " bench -m " + shell_quote(model) + " -p 16 -n 4 -d 2000000 -r 1");
   EXPECT_NE(deep.exit_code, 0);
   EXPECT_NE(deep.err.find("n-depth"), std::string::npos) << deep.err;
+}
+
+// --cache-ram's host copies stay where each node's KV cache and state live: the plan says what a
+// kept prefix costs on each node, and that the cache is off at 0.
+TEST(Cli, plan_shows_what_the_host_prompt_cache_keeps_on_each_node) {
+  STRATA_SHARED_FILE(model, "models/synth/qwen35moe-q4_k_m.gguf");
+  auto r = run_command(strata() + " plan -m " + shell_quote(model) + " -c 8192 --cache-ram 512 -ts 1,1 --local-workers 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("host prompt cache (--cache-ram): up to 512 MiB on each node"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\\n  local: [0-9.]+ MiB\\n  127\\.0\\.0\\.1:[0-9]+: [0-9.]+ MiB"))) << r.out;
+  r = run_command(strata() + " plan -m " + shell_quote(model) + " --cache-ram 0");
+  EXPECT_NE(r.out.find("host prompt cache (--cache-ram): off"), std::string::npos) << r.out;
 }
 
 TEST(Cli, info_reads_every_shared_model_and_refuses_gguf_v1) {

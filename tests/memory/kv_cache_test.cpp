@@ -213,5 +213,44 @@ TEST(KvCache, rows_are_written_in_llama_cpp_formats_and_copied_whole) {
   }
 }
 
+// The host prompt cache copies a sequence's rows out and back: the same bytes come back into another
+// sequence, which then holds exactly those positions; rows of another shape are refused.
+TEST(KvCache, saved_rows_come_back_byte_for_byte_into_any_sequence) {
+  for (DType t : {DType::F16, DType::Q8_0}) {
+    auto kv = KvCache::create(config(t, t));
+    ASSERT_TRUE(kv.ok());
+    std::mt19937 rng(5);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> k(128), v(64);
+    for (int pos = 0; pos < 7; ++pos) {
+      for (float& x : k) x = g(rng);
+      for (float& x : v) x = g(rng);
+      for (int il : {0, 2, 3}) {
+        kv->write_k(il, 0, pos, k.data());
+        kv->write_v(il, 0, pos, v.data());
+      }
+    }
+    kv->set_n_past(0, 7);
+    auto rows = kv->save_rows(0);
+    ASSERT_TRUE(rows.ok());
+    EXPECT_EQ(rows->n, 7);
+    EXPECT_EQ(rows->bytes(), 3u * 7 * (kv->k_row_bytes() + kv->v_row_bytes()));
+    kv->set_n_past(1, 9);
+    ASSERT_TRUE(kv->load_rows(1, *rows).ok());
+    EXPECT_EQ(kv->n_past(1), 7);
+    for (int pos = 0; pos < 7; ++pos) {
+      EXPECT_EQ(row(*kv, true, 1, pos), row(*kv, true, 0, pos)) << pos;
+      EXPECT_EQ(row(*kv, false, 1, pos), row(*kv, false, 0, pos)) << pos;
+    }
+    KvRows bad = *rows;
+    bad.k.pop_back();
+    EXPECT_FALSE(kv->load_rows(1, bad).ok());
+    bad = *rows;
+    bad.n = 11;  // more than a sequence's cells
+    EXPECT_FALSE(kv->load_rows(1, bad).ok());
+    EXPECT_FALSE(kv->load_rows(2, *rows).ok());
+  }
+}
+
 }  // namespace
 }  // namespace strata::memory

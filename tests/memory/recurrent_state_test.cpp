@@ -188,5 +188,35 @@ TEST(RecurrentState, keeps_at_most_the_planned_checkpoints_and_clear_drops_them)
   EXPECT_FALSE(s->restore_checkpoint(-1, 0).ok());
 }
 
+// A sequence's state and checkpoints copied out come back into another sequence, replacing its own;
+// a saved state of another shape, or with more checkpoints than planned, is refused.
+TEST(RecurrentState, a_saved_sequence_comes_back_with_its_checkpoints) {
+  RecurrentConfig c = small_config();
+  c.n_checkpoints = 2;
+  auto s = RecurrentState::create(c);
+  ASSERT_TRUE(s.ok());
+  fill(*s, 0, 1.0f);
+  s->set_n_past(0, 4);
+  ASSERT_TRUE(s->save_checkpoint(0).ok());
+  fill(*s, 0, 2.0f);
+  s->set_n_past(0, 9);
+  auto saved = s->save_seq(0);
+  ASSERT_TRUE(saved.ok());
+  EXPECT_EQ(saved->bytes(), 2 * 2 * (conv_floats(c) + ssm_floats(c)) * sizeof(float));  // now + 1 checkpoint, 2 layers
+  fill(*s, 2, 7.0f);
+  ASSERT_TRUE(s->load_seq(2, *saved).ok());
+  EXPECT_EQ(s->n_past(2), 9);
+  EXPECT_TRUE(all_equal(*s, 2, 2.0f, 2.5f));
+  EXPECT_EQ(s->checkpoint_positions(2), std::vector<int32_t>{4});
+  ASSERT_TRUE(s->restore_checkpoint(2, 4).ok());
+  EXPECT_TRUE(all_equal(*s, 2, 1.0f, 1.5f));
+  SeqState bad = *saved;
+  bad.now.conv.pop_back();
+  EXPECT_FALSE(s->load_seq(1, bad).ok());
+  bad = *saved;
+  bad.checkpoints.resize(3, bad.checkpoints[0]);
+  EXPECT_FALSE(s->load_seq(1, bad).ok());
+}
+
 }  // namespace
 }  // namespace strata::memory

@@ -39,15 +39,7 @@ class InProcessWorker final : public exec::StageExecutor {
     return runner_->logits(batch, hidden.data());
   }
   Status seq_op(exec::SeqOp op, int32_t seq, int32_t p0, int32_t dst) override {
-    switch (op) {
-      case exec::SeqOp::kClear: return runner_->clear_seq(seq);
-      case exec::SeqOp::kRemoveFrom: return runner_->remove_from(seq, p0);
-      case exec::SeqOp::kCopy: return runner_->copy_seq(seq, dst);
-      case exec::SeqOp::kSaveCheckpoint: return runner_->save_checkpoint(seq, p0);
-      case exec::SeqOp::kRestoreCheckpoint: return runner_->restore_checkpoint(seq, p0);
-      case exec::SeqOp::kDropCheckpoint: return runner_->drop_checkpoint(seq, p0);
-    }
-    return make_error("unknown op");
+    return exec::apply_seq_op(*runner_, op, seq, p0, dst);
   }
   Result<bool> ping() override { return runner_ != nullptr; }
   const model::StageConfig& stage() const { return stage_; }

@@ -1,6 +1,7 @@
 // The prompt cache seen by an HTTP client of `strata serve` over two local workers: the second turn of
 // a chat reports cached tokens in usage and timings, its answer equals a server's that has no cache
-// (cache_prompt: false), /slots shows what each slot keeps and /metrics counts the cached tokens.
+// (cache_prompt: false), /slots shows what each slot keeps and /metrics counts the cached tokens. An
+// agent's side requests between its turns (-np 1) leave its conversation in host memory (--cache-ram).
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -65,6 +66,66 @@ TEST(PromptCacheHttp, second_turn_reports_cached_tokens_and_matches_an_uncached_
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("strata_prompt_tokens_cached_total " + std::to_string(cached)), std::string::npos)
       << metrics->body;
+}
+
+// A coding agent's pattern with one slot: before every turn a side request with another system prompt
+// (a title, a summary) takes the slot. With --cache-ram the conversation waits in host memory and each
+// turn computes only its new tokens; without it every turn starts over. Answers equal a fresh
+// server's that caches nothing.
+TEST(PromptCacheHttp, side_requests_between_turns_leave_the_conversation_in_host_memory) {
+  STRATA_SHARED_FILE(model, "models/synth/qwen35moe-f32.gguf");
+  std::string system = "You are a coding agent.";
+  for (int i = 0; i < 40; ++i) system += " Rule " + std::to_string(i) + ": read the file before you edit it.";
+  // Runs three turns, each after a side request; returns each turn's answer.
+  auto agent = [&](httplib::Client& c, bool cache, std::vector<int>* cached_share) {
+    json messages = json::array({{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", "Fix the bug."}}});
+    std::vector<json> answers;
+    int previous = 0;
+    for (int turn = 0; turn < 3; ++turn) {
+      json side = json::array({{{"role", "system"}, {"content", "Write a five-word title for this conversation."}},
+                               {{"role", "user"}, {"content", "Turn " + std::to_string(turn) + " of a bug fix."}}});
+      post_chat(c, chat_body(side, cache));
+      const json r = post_chat(c, chat_body(messages, cache));
+      if (!r.contains("usage")) return answers;
+      if (cached_share && turn > 0) {
+        cached_share->push_back(100 * r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>() / previous);
+      }
+      previous = r["usage"]["prompt_tokens"];
+      answers.push_back(r["choices"][0]);
+      messages.push_back({{"role", "assistant"}, {"content", r["choices"][0]["message"]["content"]}});
+      messages.push_back({{"role", "user"}, {"content", "Now run the tests, turn " + std::to_string(turn) + "."}});
+    }
+    return answers;
+  };
+  std::vector<int> kept, lost;
+  std::vector<json> with_cache, fresh;
+  {
+    testing::ServeProcess server({"-m", model, "-c", "4096", "-np", "1", "--cache-ram", "64", "--local-workers", "2"},
+                                 "agent-host-cache");
+    ASSERT_TRUE(server.ok()) << server.log();
+    httplib::Client c = server.client();
+    with_cache = agent(c, true, &kept);
+    auto metrics = c.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("strata_host_cache_restored_total 2"), std::string::npos) << metrics->body;
+  }
+  {
+    testing::ServeProcess server({"-m", model, "-c", "4096", "-np", "1", "--cache-ram", "0", "--local-workers", "2"},
+                                 "agent-no-host-cache");
+    ASSERT_TRUE(server.ok()) << server.log();
+    httplib::Client c = server.client();
+    agent(c, true, &lost);
+    fresh = agent(c, false, nullptr);
+  }
+  ASSERT_EQ(kept.size(), 2u);
+  ASSERT_EQ(lost.size(), 2u);
+  for (int share : kept) EXPECT_GE(share, 90) << "percent of the previous turn's prompt reused";
+  for (int share : lost) EXPECT_LT(share, 50) << "without --cache-ram the side request evicts the conversation";
+  ASSERT_EQ(with_cache.size(), fresh.size());
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    EXPECT_EQ(with_cache[i]["message"], fresh[i]["message"]) << "turn " << i;
+    EXPECT_EQ(with_cache[i]["logprobs"], fresh[i]["logprobs"]) << "turn " << i << ": logits after a restore differ";
+  }
 }
 
 }  // namespace
