@@ -115,6 +115,9 @@ void add_cache_flags(CLI::App& cmd, ServeFlags& f) {
                  "(-ctxcp) recurrent-state checkpoints kept per slot")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
+  cmd.add_option("--slot-save-path", s.slot_save_path,
+                 "directory of slot files: POST /slots/ID?action=save|restore with {\"filename\": NAME}")
+      ->check(CLI::ExistingDirectory);
   cmd.add_option("--cache-ram", s.cache_ram_mib,
                  "MiB of host memory each node keeps prompt prefixes of evicted slots in (-1: no limit but a quarter "
                  "of a node's free memory, 0: off)")

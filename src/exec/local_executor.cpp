@@ -65,4 +65,14 @@ Status LocalExecutor::seq_op(SeqOp op, int32_t seq, int32_t p0, int32_t dst) {
   return apply_seq_op(*runner_, op, seq, p0, dst);
 }
 
+Result<std::vector<uint8_t>> LocalExecutor::read_stash(int32_t id) {
+  if (!runner_) return make_error("local: no stage loaded");
+  return runner_->export_stash(id);
+}
+
+Status LocalExecutor::write_stash(int32_t id, std::span<const uint8_t> bytes) {
+  if (!runner_) return make_error("local: no stage loaded");
+  return runner_->import_stash(id, bytes);
+}
+
 }  // namespace strata::exec

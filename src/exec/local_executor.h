@@ -18,6 +18,8 @@ class LocalExecutor final : public StageExecutor {
   Result<std::vector<float>> run(std::span<const Hop> hops, const model::Batch& batch, std::vector<float>& hidden,
                                  int32_t top_k) override;
   Status seq_op(SeqOp op, int32_t seq, int32_t p0, int32_t dst) override;
+  Result<std::vector<uint8_t>> read_stash(int32_t id) override;
+  Status write_stash(int32_t id, std::span<const uint8_t> bytes) override;
   Result<bool> ping() override { return true; }
 
   // The runner (after load): the engine validates, embeds and records positions with it.

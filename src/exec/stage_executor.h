@@ -84,6 +84,14 @@ class StageExecutor {
   // True when this node can hand its output to `next` directly (one call for a chain of nodes).
   virtual bool can_chain_to(const StageExecutor& /*next*/) const { return false; }
   virtual Status seq_op(SeqOp op, int32_t seq, int32_t p0, int32_t dst) = 0;
+  // A stash (SeqOp::kStash) as bytes, and bytes back as a stash: how a saved slot's share leaves the
+  // node and comes back (model::StageRunner::export_stash / import_stash).
+  virtual Result<std::vector<uint8_t>> read_stash(int32_t /*id*/) {
+    return make_error("{}: this node cannot hand out saved sequences", name());
+  }
+  virtual Status write_stash(int32_t /*id*/, std::span<const uint8_t> /*bytes*/) {
+    return make_error("{}: this node cannot take saved sequences", name());
+  }
   // Tensor split: the port of the node's data link listener once loaded (0: none), and the call that
   // opens its links to the group (every member's data endpoint, in member order). With
   // steps_over_link the coordinator is member 0 and hands the node its batches over those links.

@@ -187,8 +187,7 @@ Result<KvRows> KvCache::save_rows(int seq) const {
   return rows;
 }
 
-Status KvCache::load_rows(int seq, const KvRows& rows) {
-  if (seq < 0 || seq >= config_.n_seq) return make_error("KV cache: sequence {} out of range", seq);
+Status KvCache::fits(const KvRows& rows) const {
   if (rows.n < 0 || rows.n > config_.n_ctx_per_seq) {
     return make_error("KV cache: {} positions do not fit a sequence of {} cells", rows.n, config_.n_ctx_per_seq);
   }
@@ -198,6 +197,13 @@ Status KvCache::load_rows(int seq, const KvRows& rows) {
     return make_error("KV cache: saved rows of {} positions have {} + {} bytes, not this cache's {} + {}", n,
                       rows.k.size(), rows.v.size(), layers * n * k_row_bytes(), layers * n * v_row_bytes());
   }
+  return {};
+}
+
+Status KvCache::load_rows(int seq, const KvRows& rows) {
+  if (seq < 0 || seq >= config_.n_seq) return make_error("KV cache: sequence {} out of range", seq);
+  STRATA_TRY(fits(rows));
+  const size_t n = static_cast<size_t>(rows.n);
   const uint8_t* k_in = rows.k.data();
   const uint8_t* v_in = rows.v.data();
   for (int il = 0; il < config_.n_layer && n > 0; ++il) {

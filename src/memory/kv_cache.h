@@ -90,6 +90,8 @@ class KvCache {
   // exactly them). Bytes per position: k_row_bytes() + v_row_bytes() per kept layer.
   Result<KvRows> save_rows(int seq) const;
   Status load_rows(int seq, const KvRows& rows);
+  // Whether saved rows have this cache's shape (load_rows checks it too).
+  Status fits(const KvRows& rows) const;
 
  private:
   size_t offset(int il, int seq, int head, int pos, int32_t n_head, size_t head_bytes) const {

@@ -189,15 +189,20 @@ Result<SeqState> RecurrentState::save_seq(int seq) const {
 
 Status RecurrentState::load_seq(int seq, const SeqState& saved) {
   if (!valid_seq(seq)) return make_error("recurrent state: sequence {} out of range", seq);
+  STRATA_TRY(fits(saved));
+  checkpoints_[seq] = saved.checkpoints;
+  copy_in(seq, saved.now);
+  return {};
+}
+
+Status RecurrentState::fits(const SeqState& saved) const {
   const size_t conv_n = static_cast<size_t>(n_kept_layers_) * conv_size();
   const size_t ssm_n = static_cast<size_t>(n_kept_layers_) * ssm_size();
   auto fits = [&](const Checkpoint& c) { return c.pos >= 0 && c.conv.size() == conv_n && c.ssm.size() == ssm_n; };
   if (!fits(saved.now) || !std::all_of(saved.checkpoints.begin(), saved.checkpoints.end(), fits) ||
       static_cast<int32_t>(saved.checkpoints.size()) > config_.n_checkpoints) {
-    return make_error("sequence {}: the saved recurrent state does not fit this node's layers or checkpoint count", seq);
+    return make_error("the saved recurrent state does not fit this node's layers or checkpoint count");
   }
-  checkpoints_[seq] = saved.checkpoints;
-  copy_in(seq, saved.now);
   return {};
 }
 

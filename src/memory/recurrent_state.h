@@ -89,6 +89,8 @@ class RecurrentState {
   // The sequence's state and checkpoints copied out, and put back (replacing the sequence's own).
   Result<SeqState> save_seq(int seq) const;
   Status load_seq(int seq, const SeqState& saved);
+  // Whether a saved state has this node's layers and at most its checkpoint count (load_seq checks it).
+  Status fits(const SeqState& saved) const;
 
  private:
   using Checkpoint = StateCheckpoint;

@@ -283,11 +283,15 @@ Status StageRunner::stash_seq(int32_t seq, int32_t id) {
                       seq, need, stashed_bytes_, config_.cache_ram_bytes);
   }
   Stash s;
-  STRATA_ASSIGN(s.kv, kv_.save_rows(seq));
+  STRATA_ASSIGN(s.blob.kv, kv_.save_rows(seq));
   if (recurrent_) {
-    STRATA_ASSIGN(s.state, recurrent_->save_seq(seq));
+    STRATA_ASSIGN(s.blob.state, recurrent_->save_seq(seq));
   }
-  s.bytes = s.kv.bytes() + (s.state ? s.state->bytes() : 0);
+  return add_stash(id, std::move(s));
+}
+
+Status StageRunner::add_stash(int32_t id, Stash s) {
+  s.bytes = s.blob.kv.bytes() + (s.blob.state ? s.blob.state->bytes() : 0);
   stashed_bytes_ += s.bytes;
   stashes_.emplace(id, std::move(s));
   return {};
@@ -297,9 +301,34 @@ Status StageRunner::unstash_seq(int32_t id, int32_t seq) {
   if (seq < 0 || seq >= config_.n_seq) return make_error("sequence {} out of range", seq);
   auto it = stashes_.find(id);
   if (it == stashes_.end()) return make_error(ErrorCode::kNotFound, "no stash {} on this node", id);
-  if (it->second.state) STRATA_TRY(recurrent_->load_seq(seq, *it->second.state));
-  STRATA_TRY(kv_.load_rows(seq, it->second.kv));
+  const memory::SeqBlob& blob = it->second.blob;
+  if (blob.state.has_value() != recurrent_.has_value()) return make_error("stash {} does not match this stage", id);
+  if (blob.state) STRATA_TRY(recurrent_->load_seq(seq, *blob.state));
+  STRATA_TRY(kv_.load_rows(seq, blob.kv));
   return drop_stash(id);
+}
+
+Result<std::vector<uint8_t>> StageRunner::export_stash(int32_t id) const {
+  auto it = stashes_.find(id);
+  if (it == stashes_.end()) return make_error(ErrorCode::kNotFound, "no stash {} on this node", id);
+  return memory::encode_seq(it->second.blob);
+}
+
+Status StageRunner::import_stash(int32_t id, std::span<const uint8_t> bytes) {
+  if (id < 0 || stashes_.count(id)) return make_error("stash {}: the id is negative or taken", id);
+  if (sat_add(stashed_bytes_, bytes.size()) > config_.cache_ram_bytes) {
+    return make_error(ErrorCode::kResourceExhausted, "a saved sequence of {} bytes would pass --cache-ram ({} of {} used)",
+                      bytes.size(), stashed_bytes_, config_.cache_ram_bytes);
+  }
+  Stash s;
+  STRATA_ASSIGN(s.blob, memory::decode_seq(bytes));
+  STRATA_TRY(kv_.fits(s.blob.kv));
+  if (s.blob.state.has_value() != recurrent_.has_value()) {
+    return make_error("the saved sequence {} recurrent state, this stage {}", s.blob.state ? "has" : "has no",
+                      recurrent_ ? "keeps one" : "keeps none");
+  }
+  if (s.blob.state) STRATA_TRY(recurrent_->fits(*s.blob.state));
+  return add_stash(id, std::move(s));
 }
 
 Status StageRunner::drop_stash(int32_t id) {

@@ -8,10 +8,12 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "memory/kv_cache.h"
 #include "memory/recurrent_state.h"
+#include "memory/seq_blob.h"
 #include "model/blocks.h"
 #include "model/collective.h"
 #include "model/model.h"
@@ -70,13 +72,17 @@ class StageRunner {
   Status unstash_seq(int32_t id, int32_t seq);
   Status drop_stash(int32_t id);
   uint64_t stashed_bytes() const { return stashed_bytes_; }
+  // A stash as bytes (memory::encode_seq), and bytes back as a stash: how a saved slot leaves and
+  // reaches the node. Imported bytes must have this stage's shape and fit the limit.
+  Result<std::vector<uint8_t>> export_stash(int32_t id) const;
+  Status import_stash(int32_t id, std::span<const uint8_t> bytes);
 
  private:
   struct Stash {
-    memory::KvRows kv;
-    std::optional<memory::SeqState> state;
+    memory::SeqBlob blob;
     uint64_t bytes = 0;
   };
+  Status add_stash(int32_t id, Stash stash);
   StageRunner() = default;
   // Repacks the stage's matrices for the prompt kernels (repacks_tensor) and releases the mapped
   // pages they replace.

@@ -85,6 +85,10 @@ class GrpcExecutor final : public exec::StageExecutor {
   Status seq_op(exec::SeqOp op, int32_t seq, int32_t p0, int32_t dst) override {
     return link_->seq_op(spec_.session(), to_proto(op), seq, p0, dst);
   }
+  Result<std::vector<uint8_t>> read_stash(int32_t id) override { return link_->read_stash(spec_.session(), id); }
+  Status write_stash(int32_t id, std::span<const uint8_t> bytes) override {
+    return link_->write_stash(spec_.session(), id, bytes);
+  }
   Result<bool> ping() override { return link_->ping(spec_.session()); }
   int32_t data_port() const override { return link_->data_port(); }
   Status join_mesh(const std::vector<std::string>& members, bool steps_over_link) override {

@@ -182,6 +182,54 @@ Status RemoteNode::seq_op(const std::string& session, v1::SeqOpRequest::Op op, i
   return {};
 }
 
+namespace {
+constexpr size_t kStashChunkBytes = 4 << 20;
+}  // namespace
+
+Result<std::vector<uint8_t>> RemoteNode::read_stash(const std::string& session, int32_t id) {
+  grpc::ClientContext ctx;
+  prepare(ctx, timeout_ms_);
+  auto stream = stub_->ReadStash(&ctx);
+  v1::StashRef ref;
+  ref.set_session(session);
+  ref.set_id(id);
+  stream->Write(ref);
+  stream->WritesDone();
+  std::vector<uint8_t> out;
+  v1::StashChunk chunk;
+  while (stream->Read(&chunk)) {
+    // The coordinator asked for this stash; still, the size said first bounds what is kept.
+    if (out.empty()) out.reserve(static_cast<size_t>(std::min<uint64_t>(chunk.total(), uint64_t{1} << 40)));
+    if (out.size() + chunk.data().size() > chunk.total()) return make_error("worker {}: a stash longer than it said", endpoint_);
+    out.insert(out.end(), chunk.data().begin(), chunk.data().end());
+  }
+  grpc::Status s = stream->Finish();
+  if (!s.ok()) return failure("ReadStash", s);
+  return out;
+}
+
+Status RemoteNode::write_stash(const std::string& session, int32_t id, std::span<const uint8_t> bytes) {
+  grpc::ClientContext ctx;
+  prepare(ctx, timeout_ms_);
+  v1::SeqOpReply reply;
+  auto writer = stub_->WriteStash(&ctx, &reply);
+  size_t at = 0;
+  do {
+    v1::StashChunk chunk;
+    chunk.set_session(session);
+    chunk.set_id(id);
+    chunk.set_total(bytes.size());
+    const size_t n = std::min(kStashChunkBytes, bytes.size() - at);
+    chunk.set_data(bytes.data() + at, n);
+    at += n;
+    if (!writer->Write(chunk)) break;
+  } while (at < bytes.size());
+  writer->WritesDone();
+  grpc::Status s = writer->Finish();
+  if (!s.ok()) return failure("WriteStash", s);
+  return {};
+}
+
 Result<bool> RemoteNode::ping(const std::string& session) {
   grpc::ClientContext ctx;
   prepare(ctx, std::min(timeout_ms_, 5000));

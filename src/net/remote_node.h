@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,9 @@ class RemoteNode {
   // `head` holds the hops and rows; `hidden` (rows x n_embd f32) goes in chunks (see forward_stream.h).
   Result<v1::ForwardReply> forward(const v1::ForwardRequest& head, std::string_view hidden);
   Status seq_op(const std::string& session, v1::SeqOpRequest::Op op, int32_t seq, int32_t p0, int32_t dst);
+  // ReadStash / WriteStash, in chunks of at most 4 MiB.
+  Result<std::vector<uint8_t>> read_stash(const std::string& session, int32_t id);
+  Status write_stash(const std::string& session, int32_t id, std::span<const uint8_t> bytes);
   // Tensor split: the data port the last load reported, and JoinMesh.
   int32_t data_port() const { return data_port_; }
   Status join_mesh(const std::string& session, const std::vector<std::string>& members, bool steps_over_link);

@@ -507,6 +507,67 @@ Status WorkerService::SeqOp(grpc::ServerContext* ctx, grpc::ServerReader<v1::Seq
   return s.ok() ? Status::OK : invalid(s.error());
 }
 
+Status WorkerService::ReadStash(grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::StashChunk, v1::StashRef>* stream) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+  v1::StashRef ref;
+  if (!stream->Read(&ref)) return error_status(StatusCode::INVALID_ARGUMENT, "expected one request message");
+  auto session = find(ref.session());
+  if (!session) return error_status(StatusCode::NOT_FOUND, "unknown session '" + ref.session() + "'");
+  std::lock_guard lock(session->mu);
+  if (!session->runner) return error_status(StatusCode::FAILED_PRECONDITION, "session has no loaded stage");
+  auto bytes = session->runner->export_stash(ref.id());
+  if (!bytes.ok()) return invalid(bytes.error());
+  constexpr size_t kChunk = 4 << 20;
+  size_t at = 0;
+  do {
+    v1::StashChunk chunk;
+    chunk.set_id(ref.id());
+    chunk.set_total(bytes->size());
+    const size_t n = std::min(kChunk, bytes->size() - at);
+    chunk.set_data(bytes->data() + at, n);
+    at += n;
+    if (!stream->Write(chunk)) return error_status(StatusCode::CANCELLED, "the coordinator stopped reading");
+  } while (at < bytes->size());
+  return Status::OK;
+}
+
+Status WorkerService::WriteStash(grpc::ServerContext* ctx, grpc::ServerReader<v1::StashChunk>* reader, v1::SeqOpReply*) {
+  if (auto s = check_token(*ctx, options_.security.token); !s.ok()) return s;
+  v1::StashChunk chunk;
+  std::shared_ptr<Session> session;
+  std::vector<uint8_t> bytes;
+  uint64_t total = 0;
+  int32_t id = -1;
+  std::string session_id;
+  while (reader->Read(&chunk)) {
+    if (!session) {
+      session_id = chunk.session();
+      session = find(chunk.session());
+      if (!session) return error_status(StatusCode::NOT_FOUND, "unknown session '" + chunk.session() + "'");
+      std::lock_guard lock(session->mu);
+      if (!session->runner) return error_status(StatusCode::FAILED_PRECONDITION, "session has no loaded stage");
+      const uint64_t room = session->runner->config().cache_ram_bytes - session->runner->stashed_bytes();
+      if (chunk.total() > room) {
+        return error_status(StatusCode::RESOURCE_EXHAUSTED, fmt::format("a saved sequence of {} bytes: this node has "
+                                                                        "{} left of its --cache-ram share", chunk.total(), room));
+      }
+      total = chunk.total();
+      id = chunk.id();
+      bytes.reserve(static_cast<size_t>(total));
+    }
+    if (chunk.session() != session_id || chunk.id() != id || chunk.total() != total ||
+        bytes.size() + chunk.data().size() > total) {
+      return error_status(StatusCode::INVALID_ARGUMENT, "stash chunks disagree on their session, id or size");
+    }
+    bytes.insert(bytes.end(), chunk.data().begin(), chunk.data().end());
+  }
+  if (!session || bytes.size() != total) return error_status(StatusCode::INVALID_ARGUMENT, "the stash ended early");
+  std::lock_guard lock(session->mu);
+  if (!session->runner) return error_status(StatusCode::FAILED_PRECONDITION, "session has no loaded stage");
+  const strata::Status s = session->runner->import_stash(id, bytes);
+  return s.ok() ? Status::OK : invalid(s.error());
+}
+
 Status WorkerService::Ping(grpc::ServerContext* ctx, grpc::ServerReader<v1::SessionRef>* reader, v1::PingReply* reply) {
   v1::SessionRef message;
   if (auto s = accept_one(*ctx, *reader, options_.security.token, message); !s.ok()) return s;

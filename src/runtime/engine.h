@@ -116,6 +116,19 @@ class Engine {
   // n_checkpoints state checkpoints) takes on one node: what the coordinator evicts by.
   uint64_t cache_ram_bytes() const;
   uint64_t stash_bytes(int32_t n_tokens, int32_t n_checkpoints) const;
+
+  // llama-server's slot files (slot_file.cpp): every node's share of a sequence (KV rows, state,
+  // checkpoints) in one file, with the tokens it holds, its checkpoint positions and a fingerprint of
+  // the model and the plan; restoring refuses a file whose model or plan differs, naming what. Each
+  // node stages its share through its host cache, so a restore needs room there (--cache-ram).
+  struct SlotContents {
+    std::vector<text::Token> tokens;
+    std::vector<int32_t> checkpoints;
+  };
+  Result<uint64_t> save_slot(int32_t seq, const SlotContents& contents, const std::string& path);  // bytes written
+  Result<SlotContents> restore_slot(int32_t seq, const std::string& path);
+  // What a slot file must match: the model (architecture, shape, file size) and each node's stage.
+  std::string slot_fingerprint() const;
   // Counts recoveries: every one starts all sequences (and checkpoints) empty, so a cache keeper
   // compares it with the value it saw when it last filled a sequence.
   uint64_t reset_count() const { return resets_.load(); }

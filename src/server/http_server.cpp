@@ -23,6 +23,7 @@
 #include "server/openai_api.h"
 #include "server/responses_api.h"
 #include "server/scheduler.h"
+#include "server/slot_actions.h"
 #include "server/tokenize_api.h"
 #include "server/web_ui.h"
 #include "text/chat_template.h"
@@ -330,6 +331,14 @@ void add_routes(HttpFront& http, Api& api, const ServerOptions& options) {
                      {"n_cached_tokens", s.n_cached_tokens}, {"checkpoints", s.checkpoints}});
     }
     send_json(res, 200, out);
+  });
+  http.Post(R"(/slots/(\d{1,6}))", [&](const httplib::Request& req, httplib::Response& res) {
+    if (!api.authorized(req, res)) return;
+    Ready* r = api.require_ready(res);
+    if (!r) return;
+    const SlotActionAnswer a = slot_action_answer(*r->scheduler, options.slot_save_path, std::stoi(req.matches[1].str()),
+                                                  req.get_param_value("action"), req.body);
+    send_json(res, a.status, a.body);
   });
   http.Get("/props", cluster);
   http.Get("/v1/cluster", cluster);

@@ -32,6 +32,7 @@ struct ServerOptions {
   std::string reasoning_budget_message;  // --reasoning-budget-message: written before the close tag
   bool metrics = true;               // --metrics (served by default here)
   bool slots = true;                 // --slots / --no-slots: GET /slots
+  std::string slot_save_path;        // --slot-save-path: where POST /slots/ID?action=save|restore keeps files
 };
 
 // Opens the port (serving /health as 503 while loading), loads the engine, warms every stage up,

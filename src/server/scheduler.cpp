@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <future>
 #include <optional>
 #include <span>
 
@@ -195,13 +197,85 @@ bool Scheduler::assign_queued() {
 
 void Scheduler::loop() {
   while (!stop_) {
+    run_tasks();
     if (!assign_queued()) {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !tasks_.empty(); });
       continue;
     }
     step();
   }
+  run_tasks();  // each answers "shutting down" once stop_ is set
+}
+
+void Scheduler::run_tasks() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::lock_guard lock(mu_);
+      if (tasks_.empty()) return;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+Result<Scheduler::SlotActionResult> Scheduler::slot_action(int32_t id, SlotAction action, const std::string& path) {
+  if (id < 0 || id >= n_slots()) return make_error(ErrorCode::kInvalidArgument, "no slot {} (this server has {})", id, n_slots());
+  auto done = std::make_shared<std::promise<Result<SlotActionResult>>>();
+  auto answer = done->get_future();
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return make_error(ErrorCode::kUnavailable, "server shutting down");
+    tasks_.push_back([this, id, action, path, done] {
+      if (stop_) return done->set_value(make_error(ErrorCode::kUnavailable, "server shutting down"));
+      done->set_value(do_slot_action(*slots_[static_cast<size_t>(id)], action, path));
+    });
+  }
+  cv_.notify_all();
+  return answer.get();
+}
+
+Result<Scheduler::SlotActionResult> Scheduler::do_slot_action(Slot& slot, SlotAction action, const std::string& path) {
+  if (slot.active()) return make_error(ErrorCode::kUnavailable, "slot {} is processing a request", slot.seq);
+  const auto start = std::chrono::steady_clock::now();
+  SlotActionResult r;
+  if (slot.resets != engine_.reset_count()) {  // a recovery emptied every node's caches
+    std::lock_guard lock(mu_);
+    slot.cached.clear();
+    slot.checkpoints.clear();
+  }
+  if (action == SlotAction::kSave) {
+    if (slot.cached.empty()) return make_error(ErrorCode::kInvalidArgument, "slot {} holds nothing to save", slot.seq);
+    STRATA_ASSIGN(r.bytes, engine_.save_slot(slot.seq, {slot.cached, slot.checkpoints}, path));
+    r.n_tokens = static_cast<int32_t>(slot.cached.size());
+  } else if (action == SlotAction::kRestore) {
+    auto restored = engine_.restore_slot(slot.seq, path);
+    std::lock_guard lock(mu_);
+    if (!restored.ok()) {
+      // The sequence may hold part of the file now: the slot forgets what it held.
+      slot.cached.clear();
+      slot.checkpoints.clear();
+      return std::move(restored).error();
+    }
+    r.n_tokens = static_cast<int32_t>(restored->tokens.size());
+    r.bytes = std::filesystem::file_size(path);
+    slot.cached = std::move(restored->tokens);
+    slot.checkpoints = std::move(restored->checkpoints);
+    slot.resets = engine_.reset_count();
+  } else {
+    r.n_tokens = static_cast<int32_t>(slot.cached.size());
+    STRATA_TRY(engine_.clear_seq(slot.seq));
+    std::lock_guard lock(mu_);
+    slot.cached.clear();
+    slot.checkpoints.clear();
+  }
+  r.ms = ms_between(start, std::chrono::steady_clock::now());
+  spdlog::info("slot {}: {} {} tokens ({} bytes) in {:.0f} ms", slot.seq,
+               action == SlotAction::kSave ? "saved" : action == SlotAction::kRestore ? "restored" : "erased", r.n_tokens,
+               r.bytes, r.ms);
+  return r;
 }
 
 // stats() reads the slots under the same mutex. The sequence keeps what was decoded for the next

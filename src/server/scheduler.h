@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -132,6 +133,15 @@ class Scheduler {
   // none is queued when one fails submit()'s checks (the error names its index).
   Result<std::vector<std::shared_ptr<Request>>> submit_all(std::vector<GenerationParams> params);
   SchedulerStats stats() const;
+  // llama-server's slot actions (POST /slots/ID?action=save|restore|erase), run on the scheduler's
+  // thread between engine calls; a slot that is processing a request is refused (kUnavailable).
+  enum class SlotAction { kSave, kRestore, kErase };
+  struct SlotActionResult {
+    int32_t n_tokens = 0;  // saved, restored or erased
+    uint64_t bytes = 0;    // written or read
+    double ms = 0;
+  };
+  Result<SlotActionResult> slot_action(int32_t id, SlotAction action, const std::string& path);
   std::vector<SlotInfo> slots() const;
   int32_t n_slots() const { return static_cast<int32_t>(slots_.size()); }
   void stop();
@@ -157,11 +167,14 @@ class Scheduler {
   void fail_active(const Error& error);
   void release(Slot& slot, bool cancelled = false);
   void emit(Slot& slot, std::span<const float> logits);
+  void run_tasks();
+  Result<SlotActionResult> do_slot_action(Slot& slot, SlotAction action, const std::string& path);
 
   runtime::Engine& engine_;
   SchedulerOptions options_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::deque<std::shared_ptr<Request>> queue_;
+  std::deque<std::function<void()>> tasks_;  // slot actions waiting for the scheduler's thread
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> stop_{false};

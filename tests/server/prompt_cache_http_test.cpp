@@ -2,10 +2,12 @@
 // a chat reports cached tokens in usage and timings, its answer equals a server's that has no cache
 // (cache_prompt: false), /slots shows what each slot keeps and /metrics counts the cached tokens. An
 // agent's side requests between its turns (-np 1) leave its conversation in host memory (--cache-ram).
+// A saved slot (POST /slots/0?action=save) resumes in a restarted server.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <string>
 
 #include "server/serve_process.h"
@@ -126,6 +128,69 @@ TEST(PromptCacheHttp, side_requests_between_turns_leave_the_conversation_in_host
     EXPECT_EQ(with_cache[i]["message"], fresh[i]["message"]) << "turn " << i;
     EXPECT_EQ(with_cache[i]["logprobs"], fresh[i]["logprobs"]) << "turn " << i << ": logits after a restore differ";
   }
+}
+
+json post_slot(httplib::Client& c, const std::string& query, const json& body, int* status) {
+  auto r = c.Post("/slots/0?" + query, body.dump(), "application/json");
+  *status = r ? r->status : -1;
+  return r ? json::parse(r->body, nullptr, false) : json();
+}
+
+// Save, stop the server (and its workers), start it again, restore: the next turn computes only its
+// new tokens and answers as a server that never stopped; a file from another plan is refused by name.
+TEST(PromptCacheHttp, a_saved_slot_resumes_in_a_restarted_server_computing_only_new_tokens) {
+  STRATA_SHARED_FILE(model, "models/synth/qwen35moe-f32.gguf");
+  const std::filesystem::path dir = testing::server_tmp_dir() / "slot-files";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::vector<std::string> flags = {"-m", model, "-c", "2048", "-np", "1", "--local-workers", "2",
+                                          "--slot-save-path", dir.string()};
+  std::string system = "You are a careful assistant.";
+  for (int i = 0; i < 20; ++i) system += " Rule " + std::to_string(i) + ": keep answers short.";
+  json messages = json::array({{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", "Hello!"}}});
+  int status = 0;
+  int n1 = 0;
+  {
+    testing::ServeProcess first(flags, "slot-save");
+    ASSERT_TRUE(first.ok()) << first.log();
+    httplib::Client c = first.client();
+    const json turn1 = post_chat(c, chat_body(messages, true));
+    n1 = turn1["usage"]["prompt_tokens"];
+    messages.push_back({{"role", "assistant"}, {"content", turn1["choices"][0]["message"]["content"]}});
+    const json saved = post_slot(c, "action=save", {{"filename", "chat.bin"}}, &status);
+    ASSERT_EQ(status, 200) << saved.dump();
+    EXPECT_GT(saved["n_saved"].get<int>(), n1) << saved.dump();
+    EXPECT_EQ(saved["n_written"].get<uint64_t>(), std::filesystem::file_size(dir / "chat.bin"));
+    EXPECT_EQ(post_slot(c, "action=save", {{"filename", "../chat.bin"}}, &status)["error"]["param"], "filename");
+    EXPECT_EQ(status, 400);
+  }
+  messages.push_back({{"role", "user"}, {"content", "Tell me more."}});
+  testing::ServeProcess second(flags, "slot-restore");
+  ASSERT_TRUE(second.ok()) << second.log();
+  httplib::Client c = second.client();
+  const json restored = post_slot(c, "action=restore", {{"filename", "chat.bin"}}, &status);
+  ASSERT_EQ(status, 200) << restored.dump();
+  const json turn2 = post_chat(c, chat_body(messages, true));
+  const int cached = turn2["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GE(cached, n1 * 9 / 10) << turn2["usage"].dump();
+  EXPECT_EQ(turn2["timings"]["prompt_n"].get<int>(), turn2["usage"]["prompt_tokens"].get<int>() - cached);
+  const json uncached = post_chat(c, chat_body(messages, false));
+  EXPECT_EQ(uncached["choices"][0]["message"], turn2["choices"][0]["message"]);
+  EXPECT_EQ(uncached["choices"][0]["logprobs"], turn2["choices"][0]["logprobs"]) << "logits after a restore differ";
+  const json erased = post_slot(c, "action=erase", json::object(), &status);
+  EXPECT_EQ(status, 200) << erased.dump();
+  EXPECT_GT(erased["n_erased"].get<int>(), 0);
+  EXPECT_EQ(post_slot(c, "action=restore", {{"filename", "none.bin"}}, &status).contains("error"), true);
+  EXPECT_EQ(status, 404);
+
+  std::vector<std::string> other = flags;
+  other[3] = "4096";  // another context: another plan
+  testing::ServeProcess third(other, "slot-other-plan");
+  ASSERT_TRUE(third.ok()) << third.log();
+  httplib::Client c3 = third.client();
+  const json refused = post_slot(c3, "action=restore", {{"filename", "chat.bin"}}, &status);
+  EXPECT_EQ(status, 400) << refused.dump();
+  EXPECT_NE(refused["error"]["message"].get<std::string>().find("another model or plan"), std::string::npos) << refused.dump();
 }
 
 }  // namespace
