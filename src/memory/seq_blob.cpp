@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "base/bounded_reader.h"
+
 namespace strata::memory {
 namespace {
 
@@ -34,40 +36,25 @@ class Writer {
   std::vector<uint8_t> out;
 };
 
-class Reader {
- public:
-  explicit Reader(std::span<const uint8_t> in) : in_(in) {}
-  Status bytes(void* p, size_t n) {
-    if (n > in_.size() - at_) return make_error("saved sequence: {} bytes needed at offset {}, {} left", n, at_, in_.size() - at_);
-    std::memcpy(p, in_.data() + at_, n);
-    at_ += n;
+// Bytes in memory as a BoundedReader source.
+struct SpanSource {
+  std::span<const uint8_t> in;
+  size_t at = 0;
+  uint64_t left() const { return in.size() - at; }
+  Status read(void* out, uint64_t n) {
+    std::memcpy(out, in.data() + at, n);
+    at += n;
     return {};
   }
-  template <typename T>
-  Result<T> value() {
-    T v{};
-    STRATA_TRY(bytes(&v, sizeof v));
-    return v;
-  }
-  // A length-prefixed array of `elem`-byte items, its length checked against what is left first.
-  template <typename T>
-  Status array(std::vector<T>& out) {
-    STRATA_ASSIGN(const uint64_t n, value<uint64_t>());
-    if (n > (in_.size() - at_) / sizeof(T)) return make_error("saved sequence: an array of {} items is longer than the data", n);
-    out.resize(n);
-    return bytes(out.data(), n * sizeof(T));
-  }
-  Status checkpoint(StateCheckpoint& c) {
-    STRATA_ASSIGN(c.pos, value<int32_t>());
-    STRATA_TRY(array(c.conv));
-    return array(c.ssm);
-  }
-  bool done() const { return at_ == in_.size(); }
-
- private:
-  std::span<const uint8_t> in_;
-  size_t at_ = 0;
 };
+using Reader = BoundedReader<SpanSource>;
+
+Status read_checkpoint(Reader& r, StateCheckpoint& c) {
+  STRATA_ASSIGN(c.pos, r.value<int32_t>());
+  STRATA_ASSIGN(c.conv, r.counted<float>());
+  STRATA_ASSIGN(c.ssm, r.counted<float>());
+  return {};
+}
 
 }  // namespace
 
@@ -87,27 +74,27 @@ std::vector<uint8_t> encode_seq(const SeqBlob& blob) {
 }
 
 Result<SeqBlob> decode_seq(std::span<const uint8_t> bytes) {
-  Reader r(bytes);
+  Reader r(SpanSource{bytes}, "saved sequence");
   char magic[kMagic.size()];
   STRATA_TRY(r.bytes(magic, sizeof magic));
   if (std::string_view(magic, sizeof magic) != kMagic) return make_error("saved sequence: not a {} blob", kMagic);
   SeqBlob blob;
   STRATA_ASSIGN(blob.kv.n, r.value<int32_t>());
-  STRATA_TRY(r.array(blob.kv.k));
-  STRATA_TRY(r.array(blob.kv.v));
+  STRATA_ASSIGN(blob.kv.k, r.counted<uint8_t>());
+  STRATA_ASSIGN(blob.kv.v, r.counted<uint8_t>());
   STRATA_ASSIGN(const uint8_t has_state, r.value<uint8_t>());
   if (has_state) {
     SeqState s;
-    STRATA_TRY(r.checkpoint(s.now));
+    STRATA_TRY(read_checkpoint(r, s.now));
     STRATA_ASSIGN(const uint32_t n, r.value<uint32_t>());
     for (uint32_t i = 0; i < n; ++i) {
       StateCheckpoint c;
-      STRATA_TRY(r.checkpoint(c));  // each holds its data: n is bounded by the bytes
+      STRATA_TRY(read_checkpoint(r, c));  // each holds its data: n is bounded by the bytes
       s.checkpoints.push_back(std::move(c));
     }
     blob.state = std::move(s);
   }
-  if (!r.done()) return make_error("saved sequence: bytes left after its end");
+  if (r.left() != 0) return make_error("saved sequence: bytes left after its end");
   return blob;
 }
 

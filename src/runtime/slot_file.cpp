@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 
+#include "base/bounded_reader.h"
 #include "runtime/engine.h"
 
 namespace strata::runtime {
@@ -22,35 +23,16 @@ void put(std::string& out, T v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
-class FileReader {
- public:
-  FileReader(std::ifstream& in, uint64_t size, std::string path) : in_(in), left_(size), path_(std::move(path)) {}
-  Status bytes(void* p, uint64_t n) {
-    if (n > left_) return make_error("{}: the file ends early (a slot file cut short?)", path_);
-    if (!in_.read(static_cast<char*>(p), static_cast<std::streamsize>(n))) return make_error("{}: cannot read", path_);
-    left_ -= n;
+// A file as a BoundedReader source: its size, read as it goes.
+struct FileSource {
+  std::ifstream* in;
+  uint64_t size_left;
+  uint64_t left() const { return size_left; }
+  Status read(void* out, uint64_t n) {
+    if (!in->read(static_cast<char*>(out), static_cast<std::streamsize>(n))) return make_error("cannot read the slot file");
+    size_left -= n;
     return {};
   }
-  template <typename T>
-  Result<T> value() {
-    T v{};
-    STRATA_TRY(bytes(&v, sizeof v));
-    return v;
-  }
-  // `count` items of `T`, the count checked against the bytes left first.
-  template <typename T>
-  Result<std::vector<T>> items(uint64_t count) {
-    if (count > left_ / sizeof(T)) return make_error("{}: {} items do not fit the file", path_, count);
-    std::vector<T> v(static_cast<size_t>(count));
-    STRATA_TRY(bytes(v.data(), count * sizeof(T)));
-    return v;
-  }
-  uint64_t left() const { return left_; }
-
- private:
-  std::ifstream& in_;
-  uint64_t left_;
-  std::string path_;
 };
 
 }  // namespace
@@ -112,7 +94,7 @@ Result<Engine::SlotContents> Engine::restore_slot(int32_t seq, const std::string
   const uint64_t size = std::filesystem::file_size(path, ec);
   if (ec) return make_error(ErrorCode::kNotFound, "no slot file {}: {}", path, ec.message());
   std::ifstream file(path, std::ios::binary);
-  FileReader r(file, size, path);
+  BoundedReader<FileSource> r(FileSource{&file, size}, path);
   std::string magic(kMagic.size(), '\0');
   STRATA_TRY(r.bytes(magic.data(), magic.size()));
   if (magic != kMagic) return make_error(ErrorCode::kInvalidArgument, "{} is not a Strata slot file", path);
