@@ -84,9 +84,13 @@ std::string violation(const json& v, const json& schema, const std::string& path
   return "";
 }
 
+using GrammarOf = Result<std::string> (*)(const ChatFormat&, const std::vector<ToolSpec>&, const ToolChoice&, bool, bool);
+
+// The tool-call grammar (or, with generic_tool_grammar, the generic format's), parsed.
 std::shared_ptr<const grammar::Grammar> compile(const ChatFormat& f, const std::vector<ToolSpec>& tools,
-                                                const ToolChoice& choice, bool parallel, bool in_reasoning) {
-  auto text = tool_call_grammar(f, tools, choice, parallel, in_reasoning);
+                                                const ToolChoice& choice, bool parallel, bool in_reasoning,
+                                                GrammarOf grammar_of = tool_call_grammar) {
+  auto text = grammar_of(f, tools, choice, parallel, in_reasoning);
   EXPECT_TRUE(text.ok()) << text.error().message;
   if (!text.ok()) return nullptr;
   auto g = grammar::parse_gbnf(*text);
@@ -307,12 +311,7 @@ TEST(ToolCallGrammar, random_walks_parse_into_calls_that_satisfy_the_schemas) {
 
 std::shared_ptr<const grammar::Grammar> compile_generic(const ChatFormat& f, const std::vector<ToolSpec>& tools,
                                                         const ToolChoice& choice, bool parallel, bool in_reasoning) {
-  auto text = generic_tool_grammar(f, tools, choice, parallel, in_reasoning);
-  EXPECT_TRUE(text.ok()) << text.error().message;
-  if (!text.ok()) return nullptr;
-  auto g = grammar::parse_gbnf(*text);
-  EXPECT_TRUE(g.ok()) << g.error().message << "\n" << *text;
-  return g.ok() ? *g : nullptr;
+  return compile(f, tools, choice, parallel, in_reasoning, generic_tool_grammar);
 }
 
 // llama-server's generic format for templates without a call format: one JSON object, a call (or a
@@ -381,11 +380,15 @@ TEST(GenericTools, random_walks_are_calls_that_satisfy_the_schemas_or_responses)
       continue;
     }
     EXPECT_EQ(j.content, "");
-    if (!parallel) EXPECT_EQ(j.calls.size(), 1u);
+    if (!parallel) {
+      EXPECT_EQ(j.calls.size(), 1u);
+    }
     for (const auto& call : j.calls) {
       auto tool = std::find_if(tools.begin(), tools.end(), [&](const ToolSpec& t) { return t.name == call.name; });
       ASSERT_NE(tool, tools.end()) << call.name;
-      if (choice.kind == ToolChoice::kFunction) EXPECT_EQ(call.name, "set_alarm");
+      if (choice.kind == ToolChoice::kFunction) {
+        EXPECT_EQ(call.name, "set_alarm");
+      }
       EXPECT_EQ(violation(json::parse(call.arguments_json), tool->parameters, call.name), "") << call.arguments_json;
       ++calls_checked;
     }
