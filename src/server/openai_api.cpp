@@ -269,7 +269,8 @@ std::optional<ApiError> OpenAiCompletions::parse(const json& j, TurnRequest& tur
   if (auto e = parse_constraint(j, turn)) return e;
   GenerationParams& g = turn.generation;
   if (auto e = read_bool(j, "stream", stream_)) return e;
-  if (j.contains("stream_options") && j["stream_options"].is_object()) {
+  if (j.contains("stream_options") && !j["stream_options"].is_null()) {
+    if (!j["stream_options"].is_object()) return bad_field("stream_options", "'stream_options' must be an object");
     if (auto e = read_bool(j["stream_options"], "include_usage", include_usage_, "stream_options")) return e;
   }
   int32_t n = 1;

@@ -99,6 +99,16 @@ TEST(OpenAiWire, bad_tools_formats_and_kwargs_are_refused_naming_the_field) {
   EXPECT_EQ(chat(R"("parallel_tool_calls": 1)"), "parallel_tool_calls");
   EXPECT_EQ(chat(R"("messages": [{"role":"user","content":[{"type":"image_url"}]}])"), "messages[0].content[0].type");
   EXPECT_EQ(chat(R"("response_format": {"type": "json_object"})"), "<accepted>");
+  // Today's fields: known ones keep their types, unknown ones are ignored as OpenAI ignores them.
+  EXPECT_EQ(chat(R"("stream_options": true)"), "stream_options");
+  EXPECT_EQ(chat(R"("stream_options": {"include_usage": "yes"})"), "stream_options.include_usage");
+  EXPECT_EQ(chat(R"("reasoning_effort": 2)"), "reasoning_effort");
+  EXPECT_EQ(chat(R"("max_completion_tokens": "many")"), "max_completion_tokens");
+  EXPECT_EQ(chat(R"("reasoning_effort": "low", "max_completion_tokens": 9, "store": false, "metadata": {"a": "b"},
+                    "service_tier": "auto", "user": "u1", "prediction": {"type": "content", "content": "x"},
+                    "stream_options": {"include_usage": true}, "modalities": ["text"], "some_future_field": 1,
+                    "messages": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "hi"}])"),
+            "<accepted>");
 }
 
 TEST(OpenAiWire, response_format_and_tools_reach_the_turn) {
