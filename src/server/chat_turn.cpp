@@ -114,9 +114,18 @@ void add_system_text(std::vector<text::ChatMessage>& messages, const std::string
   messages.insert(messages.begin(), std::move(system));
 }
 
-// Current clients send system notes mid-conversation. A template that refuses them (many allow a
-// system message only first) gets them merged into the leading system prompt, in order. False when
-// there is nothing to merge.
+// Whether every system note after the first message shows in the rendered prompt: templates that
+// allow a system message only first either refuse the others or drop them without a word (Qwen3.5 and
+// 3.6 render no branch for them).
+bool notes_rendered(const std::vector<text::ChatMessage>& messages, const std::string& prompt) {
+  for (size_t i = 1; i < messages.size(); ++i) {
+    if (messages[i].role == "system" && prompt.find(messages[i].content) == std::string::npos) return false;
+  }
+  return true;
+}
+
+// Current clients send system notes mid-conversation. A template that refuses or drops them gets
+// them merged into the leading system prompt, in order. False when there is nothing to merge.
 bool merge_system_notes(std::vector<text::ChatMessage>& messages) {
   std::vector<text::ChatMessage> kept;
   std::string notes;
@@ -151,7 +160,9 @@ std::optional<ApiError> render_prompt(const TurnSetup& setup, const TurnRequest&
   std::vector<text::ChatMessage> messages = req.messages;
   if (tools.generic) add_system_text(messages, chat::generic_tools_instruction(tools.specs, req.parallel_tool_calls));
   auto rendered = setup.chat_template->render(messages, o);
-  if (!rendered.ok() && merge_system_notes(messages)) rendered = setup.chat_template->render(messages, o);
+  if ((!rendered.ok() || !notes_rendered(messages, *rendered)) && merge_system_notes(messages)) {
+    rendered = setup.chat_template->render(messages, o);
+  }
   if (!rendered.ok()) return bad_field("", "cannot apply the chat template: " + rendered.error().message);
   prompt = std::move(*rendered);
   if (conversation && setup.engine->needs_checkpoints()) {

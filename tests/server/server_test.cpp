@@ -233,6 +233,32 @@ TEST(Server, reasoning_goes_to_reasoning_content_unless_the_format_is_none_or_th
   EXPECT_EQ(a["content"][1]["type"], "text") << a.dump();
 }
 
+// Agents send system notes mid-conversation. Qwen3.6's template renders a system message only first
+// and drops the others without a word: the note is merged into the system prompt instead of lost.
+TEST(Server, system_notes_inside_the_conversation_reach_the_prompt_when_the_template_drops_them) {
+  if (model_path().empty()) return;
+  const std::string tmpl = STRATA_SOURCE_DIR "/tests/chat/templates/Qwen3.6.jinja";
+  Server server({"-m", model_path(), "-c", "2048", "--chat-template-file", tmpl}, "system-notes");
+  ASSERT_TRUE(server.ok()) << server.log();
+  auto c = server.client();
+  const json user = {{"role", "user"}, {"content", "Hi"}};
+  const std::string note = "Available agent types: explore, plan, general-purpose.";
+  auto count = [&](const json& messages) {
+    int status = 0;
+    const json r = json::parse(post(c, "/v1/messages/count_tokens", {{"system", "Be brief."}, {"messages", messages}}, &status),
+                               nullptr, false);
+    EXPECT_EQ(status, 200) << r.dump();
+    return r.value("input_tokens", 0);
+  };
+  const int without = count(json::array({user}));
+  const int with = count(json::array({user, {{"role", "system"}, {"content", note}}}));
+  EXPECT_GT(with, without + 20) << "the note's tokens are in the prompt";
+  int status = 0;
+  post(c, "/v1/messages", {{"max_tokens", 4}, {"messages", json::array({user, {{"role", "system"}, {"content", note}}})}},
+       &status);
+  EXPECT_EQ(status, 200);
+}
+
 TEST(Server, concurrent_load_gives_the_outputs_of_requests_run_alone) {
   if (model_path().empty()) return;
   Server server({"-m", model_path(), "-c", "1024", "--parallel", "4", "-t", "2"}, "load");
