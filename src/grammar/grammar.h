@@ -36,6 +36,10 @@ Result<std::shared_ptr<const Grammar>> parse_gbnf(std::string_view text);
 // `<prefix>root`. Unsupported keywords are refused with an error naming the keyword and its path.
 // Properties come in the schema's order with an ordered_json (parse the request body as one to keep
 // the client's order); a nlohmann::json keeps its keys sorted, so its properties come sorted.
+// Bounds on a schema, checked while converting (each step is linear in what it reads): properties
+// over the whole schema, sub-schemas visited, and the grammar text, which stays within kMaxGrammarBytes.
+inline constexpr size_t kMaxSchemaProperties = 4096;
+inline constexpr size_t kMaxSchemaNodes = 65536;
 Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema, std::string_view prefix = "");
 Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema, std::string_view prefix = "");
 

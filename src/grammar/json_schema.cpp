@@ -13,6 +13,8 @@
 
 #include "grammar/grammar.h"
 
+#include "base/checked.h"
+
 namespace strata::grammar {
 
 std::string gbnf_literal(std::string_view bytes) {
@@ -107,18 +109,28 @@ class Converter {
 
   void define(const std::string& name, const std::string& body) {
     if (!bodies_.count(name)) order_.push_back(name);
+    bytes_ = sat_add(bytes_, name.size() + body.size() + 6);  // "name ::= body\n"
     bodies_[name] = body;
   }
 
-  // A new rule named after `hint`, unique.
+  // A new rule named after `hint`, unique. Each base name remembers its last suffix, so N rules of one
+  // base cost N probes, not N^2 (a schema's properties all share a "-rest" base).
   std::string rule(const std::string& hint, const std::string& body) {
     std::string base = prefix_;
     for (char c : hint) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
     std::string name = base;
-    for (int i = 1; taken_.count(name); ++i) name = base + "-" + std::to_string(i);
+    for (int& i = next_suffix_[base]; taken_.count(name);) name = base + "-" + std::to_string(++i);
     taken_.insert(name);
     define(name, body);
     return name;
+  }
+
+  // The bounds checked as the conversion goes: each visit, each property, the text so far.
+  std::optional<Error> over_budget(const std::string& path) const {
+    if (nodes_ > kMaxSchemaNodes) return fail(path, fmt::format("more than {} schema nodes", kMaxSchemaNodes));
+    if (properties_ > kMaxSchemaProperties) return fail(path, fmt::format("more than {} properties", kMaxSchemaProperties));
+    if (bytes_ > kMaxGrammarBytes) return fail(path, fmt::format("the grammar would be over {} bytes", kMaxGrammarBytes));
+    return std::nullopt;
   }
 
   std::string primitive(const std::string& what) {
@@ -162,6 +174,8 @@ class Converter {
 
   Result<std::string> visit(const json& schema, const std::string& hint, const std::string& path, int depth) {
     if (depth > kMaxSchemaDepth) return fail(path, fmt::format("nested deeper than {}", kMaxSchemaDepth));
+    ++nodes_;
+    if (auto e = over_budget(path)) return *e;
     if (schema.is_boolean()) {
       if (schema.get<bool>()) return primitive("value");
       return fail(path, "schema false matches nothing");
@@ -432,6 +446,8 @@ class Converter {
     const std::string sp = primitive("space");
     std::vector<std::pair<std::string, bool>> kvs;  // rule, required
     std::set<std::string> plain_keys;
+    properties_ += props.size();  // before any is visited: a huge object is refused at once
+    if (auto e = over_budget(path)) return *e;
     for (const auto& [key, sub] : props.items()) {
       if (key.size() > kMaxKeyBytes) return fail(path, fmt::format("a property name is longer than {} bytes", kMaxKeyBytes));
       STRATA_ASSIGN(std::string value, visit(sub, hint + "-" + key, path + "/properties/" + key, depth + 1));
@@ -468,6 +484,9 @@ class Converter {
   std::string prefix_;
   std::map<std::string, std::string> bodies_;
   std::vector<std::string> order_;
+  std::map<std::string, int> next_suffix_;  // per base name: the last suffix given
+  size_t nodes_ = 0, properties_ = 0;
+  uint64_t bytes_ = 0;
   std::set<std::string> taken_;
   std::map<std::string, std::string> refs_;
 };
