@@ -102,7 +102,7 @@ std::optional<ApiError> content_tokens(const text::Vocab& vocab, const json& con
 
 }  // namespace
 
-std::optional<ApiError> tokenize_request(const text::Vocab& vocab, const std::string& body, json& out) {
+std::optional<ApiError> tokenize_request(const text::Vocab& vocab, const std::string& body, std::string& out) {
   json j;
   if (auto e = parse_object(body, j)) return e;
   bool add_special = false, parse_special = true, with_pieces = false;
@@ -113,19 +113,27 @@ std::optional<ApiError> tokenize_request(const text::Vocab& vocab, const std::st
   if (j.contains("content") && !j["content"].is_null()) {
     if (auto e = content_tokens(vocab, j["content"], add_special, parse_special, ids)) return e;
   }
-  json tokens = json::array();
-  for (text::Token t : ids) {
+  if (with_pieces && ids.size() > kMaxTokenizePieces) {
+    return bad("with_pieces", fmt::format("'with_pieces' is for at most {} tokens; this content has {}",
+                                          kMaxTokenizePieces, ids.size()));
+  }
+  // Written as text, not as a JSON value per token: a million tokens are one string, not a million
+  // small allocations the allocator keeps afterwards.
+  out = "{\"tokens\":[";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ',';
     if (with_pieces) {
-      tokens.push_back({{"id", t}, {"piece", piece_json(vocab.token_to_piece(t, true))}});
+      out += fmt::format("{{\"id\":{},\"piece\":{}}}", ids[i],
+                         piece_json(vocab.token_to_piece(ids[i], true)).dump(-1, ' ', false, json::error_handler_t::replace));
     } else {
-      tokens.push_back(t);
+      out += std::to_string(ids[i]);
     }
   }
-  out = {{"tokens", std::move(tokens)}};
+  out += "]}";
   return std::nullopt;
 }
 
-std::optional<ApiError> detokenize_request(const text::Vocab& vocab, const std::string& body, json& out) {
+std::optional<ApiError> detokenize_request(const text::Vocab& vocab, const std::string& body, std::string& out) {
   json j;
   if (auto e = parse_object(body, j)) return e;
   std::vector<text::Token> ids;
@@ -140,7 +148,7 @@ std::optional<ApiError> detokenize_request(const text::Vocab& vocab, const std::
     }
   }
   // llama-server renders special tokens' text and keeps them (common_detokenize(..., special = true)).
-  out = {{"content", vocab.detokenize(ids, false, true)}};
+  out = json{{"content", vocab.detokenize(ids, false, true)}}.dump(-1, ' ', false, json::error_handler_t::replace);
   return std::nullopt;
 }
 
@@ -150,11 +158,10 @@ void add_tokenize_routes(httplib::Server& http, TokenizeHooks hooks) {
       if (!hooks.authorized(req, res)) return;
       const text::Vocab* vocab = hooks.vocab(res);
       if (!vocab) return;
-      json out;
+      std::string out;
       const std::optional<ApiError> e = handle(*vocab, req.body, out);
       res.status = e ? e->status : 200;
-      const json& body = e ? e->body() : out;
-      res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+      res.set_content(e ? e->body().dump(-1, ' ', false, json::error_handler_t::replace) : std::move(out), "application/json");
     };
   };
   http.Post("/tokenize", route(tokenize_request));

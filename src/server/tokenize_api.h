@@ -19,10 +19,12 @@
 namespace strata::server {
 
 inline constexpr size_t kMaxTokenizeBodyBytes = size_t{4} << 20;
+// with_pieces answers carry an object per token: at most a 256k context's worth.
+inline constexpr size_t kMaxTokenizePieces = size_t{1} << 18;
 
-// The response body for a /tokenize or /detokenize request body, or the error naming the field.
-std::optional<ApiError> tokenize_request(const text::Vocab& vocab, const std::string& body, nlohmann::json& out);
-std::optional<ApiError> detokenize_request(const text::Vocab& vocab, const std::string& body, nlohmann::json& out);
+// The response body (JSON text) for a /tokenize or /detokenize request body, or the error naming the field.
+std::optional<ApiError> tokenize_request(const text::Vocab& vocab, const std::string& body, std::string& out);
+std::optional<ApiError> detokenize_request(const text::Vocab& vocab, const std::string& body, std::string& out);
 
 // What the routes need from the server: its authorization (false: it has answered 401) and the
 // loaded model's vocabulary (nullptr: it has answered 503 while loading).

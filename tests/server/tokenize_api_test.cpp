@@ -154,7 +154,7 @@ class TokenizeRequests : public ::testing::Test {
   }
   // The error for a /tokenize (tokenize = true) or /detokenize body; "" when it is accepted.
   std::string error(bool tokenize, const std::string& body, int* status = nullptr) {
-    json out;
+    std::string out;
     auto e = tokenize ? server::tokenize_request(*vocab_, body, out) : server::detokenize_request(*vocab_, body, out);
     if (status) *status = e ? e->status : 200;
     return e ? e->param + ": " + e->message : "";
@@ -164,9 +164,10 @@ class TokenizeRequests : public ::testing::Test {
 
 // llama-server's mixed content: strings tokenized in place, ids kept, BOS only before the first part.
 TEST_F(TokenizeRequests, mixed_content_joins_strings_and_ids_in_order) {
-  json out;
+  std::string text;
   ASSERT_FALSE(
-      server::tokenize_request(*vocab_, R"({"content":["Once upon", 42, " a time"],"add_special":true})", out));
+      server::tokenize_request(*vocab_, R"({"content":["Once upon", 42, " a time"],"add_special":true})", text));
+  const json out = json::parse(text);
   std::vector<text::Token> want = vocab_->tokenize("Once upon", true, true);
   want.push_back(42);
   for (text::Token t : vocab_->tokenize(" a time", false, true)) want.push_back(t);
@@ -200,6 +201,15 @@ TEST_F(TokenizeRequests, bad_ids_types_and_bodies_are_refused_naming_the_field) 
     EXPECT_NE(error(t, big, &status).find("more than"), std::string::npos);
     EXPECT_EQ(status, 413);
   }
+  // Review finding: 1 MB of content with pieces built a JSON object per token (~650 MB the server
+  // kept). Pieces are for at most kMaxTokenizePieces tokens; ids alone are written as text.
+  const std::string mb = R"({"content":")" + std::string(1 << 20, 'x') + R"(","with_pieces":true})";
+  int status = 0;
+  EXPECT_NE(error(true, mb, &status).find("with_pieces: 'with_pieces' is for at most"), std::string::npos);
+  EXPECT_EQ(status, 400);
+  std::string ids;
+  ASSERT_FALSE(server::tokenize_request(*vocab_, R"({"content":")" + std::string(1 << 20, 'x') + "\"}", ids));
+  EXPECT_GE(json::parse(ids)["tokens"].size(), 1000u);
 }
 
 }  // namespace
