@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -192,6 +193,64 @@ Result<uint32_t> accept_link(int fd, int32_t self, const std::array<uint8_t, 32>
   return h.from;
 }
 
+// Accepts the earlier members' links (fds[i] for member i < self) until all are in or the deadline.
+// Each connection is handshaken on a thread of its own with a short budget, so connections that
+// open and stall (nobody's link) cannot keep the members out: at most kMaxPending wait at once and
+// newer ones are closed, and those still waiting when the links are in are shut down.
+struct AcceptResult {
+  int32_t accepted = 0;
+  std::string last_refusal;
+};
+
+AcceptResult accept_links(const MeshListener& listener, int32_t self, const std::array<uint8_t, 32>& session,
+                          const std::string& key, Clock::time_point deadline, std::vector<int>& fds) {
+  constexpr size_t kMaxPending = 64;
+  constexpr auto kHandshakeBudget = std::chrono::milliseconds(1000);
+  std::mutex mu;
+  AcceptResult r;
+  std::vector<int> pending;  // fds being handshaken
+  std::vector<std::thread> threads;
+  auto finish = [&](int fd, Result<uint32_t> from) {
+    std::lock_guard lock(mu);
+    std::erase(pending, fd);
+    if (from.ok() && *from < fds.size() && fds[*from] == -1) {
+      fds[*from] = fd;
+      ++r.accepted;
+      return;
+    }
+    r.last_refusal = from.ok() ? "a second link from the same member" : from.error().message;
+    spdlog::warn("data link: refused a connection: {}", r.last_refusal);
+    ::close(fd);
+  };
+  for (;;) {
+    {
+      std::lock_guard lock(mu);
+      if (r.accepted >= self) break;
+    }
+    pollfd pfd{listener.fd(), POLLIN, 0};
+    const int left = remaining_ms(deadline);
+    if (left == 0) break;
+    if (::poll(&pfd, 1, std::min(left, 20)) != 1) continue;  // wakes now and then to see the links in
+    const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) continue;
+    std::lock_guard lock(mu);
+    if (pending.size() >= kMaxPending) {
+      ::close(fd);
+      continue;
+    }
+    tune(fd);
+    pending.push_back(fd);
+    const auto budget = std::min(deadline, Clock::now() + kHandshakeBudget);
+    threads.emplace_back([&, fd, budget] { finish(fd, accept_link(fd, self, session, key, budget)); });
+  }
+  {
+    std::lock_guard lock(mu);
+    for (int fd : pending) ::shutdown(fd, SHUT_RDWR);  // their handshakes end at once, refused
+  }
+  for (auto& t : threads) t.join();
+  return r;
+}
+
 }  // namespace
 
 MeshListener::~MeshListener() { ::close(fd_); }
@@ -269,26 +328,9 @@ Result<std::unique_ptr<DataMesh>> DataMesh::join(int32_t self, const std::vector
       else mesh->fds_[j] = *fd;
     }
   });
-  int32_t accepted = 0;
-  std::string last_refusal;
-  while (accepted < self) {
-    pollfd pfd{listener->fd(), POLLIN, 0};
-    const int left = remaining_ms(deadline);
-    if (left == 0 || ::poll(&pfd, 1, left) != 1) break;
-    const int fd = ::accept4(listener->fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) continue;
-    tune(fd);
-    // A peer that connects and stalls may hold up the join for a short while only.
-    auto from = accept_link(fd, self, session_hash, key, std::min(deadline, Clock::now() + std::chrono::seconds(2)));
-    if (!from.ok() || mesh->fds_[*from] != -1) {
-      last_refusal = from.ok() ? "a second link from the same member" : from.error().message;
-      spdlog::warn("data link: refused a connection: {}", last_refusal);
-      ::close(fd);
-      continue;
-    }
-    mesh->fds_[*from] = fd;
-    ++accepted;
-  }
+  const AcceptResult got = accept_links(*listener, self, session_hash, key, deadline, mesh->fds_);
+  const int32_t accepted = got.accepted;
+  const std::string& last_refusal = got.last_refusal;
   dialer.join();
   STRATA_TRY(connected);
   if (accepted < self) {

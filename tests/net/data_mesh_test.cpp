@@ -135,6 +135,32 @@ TEST(DataMesh, a_peer_that_connects_and_stalls_holds_up_the_join_only_briefly) {
   EXPECT_LT(s, 5.0);
 }
 
+// Review finding: the listener handshook one connection at a time, 2 s each, with a backlog of 16:
+// 16 idle connections opened after LoadStage kept the real member out until the join timed out.
+// Handshakes run side by side now, each with a short budget.
+TEST(DataMesh, idle_connections_on_the_listener_do_not_keep_the_members_out) {
+  Group g = open_group(2);
+  const std::string key = link_key("t", random_secret());
+  std::vector<int> idle;
+  for (int i = 0; i < 24; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(g.listeners[1]->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) idle.push_back(fd);  // never a word
+    else ::close(fd);
+  }
+  ASSERT_GE(idle.size(), 16u);
+  const auto start = std::chrono::steady_clock::now();
+  auto meshes = join_all(g, {key, key}, 8000);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (int fd : idle) ::close(fd);
+  EXPECT_TRUE(meshes[0].ok()) << meshes[0].error().message;
+  EXPECT_TRUE(meshes[1].ok()) << meshes[1].error().message;
+  EXPECT_LT(s, 4.0);
+}
+
 TEST(DataMesh, a_member_that_goes_away_fails_the_exchange_at_once_naming_it) {
   Group g = open_group(2);
   const std::string key = link_key("t", random_secret());
