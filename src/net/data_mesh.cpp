@@ -263,7 +263,8 @@ Result<std::unique_ptr<MeshListener>> MeshListener::open(const std::string& host
   const char* node = host.empty() || host == "0.0.0.0" ? nullptr : host.c_str();
   if (::getaddrinfo(node, "0", &hints, &res) != 0 || !res) return make_error("data link: cannot listen on '{}'", host);
   const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const bool ok = fd >= 0 && ::bind(fd, res->ai_addr, res->ai_addrlen) == 0 && ::listen(fd, 16) == 0;
+  // A long queue: idle connections must not fill it before the members' own arrive.
+  const bool ok = fd >= 0 && ::bind(fd, res->ai_addr, res->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0;
   ::freeaddrinfo(res);
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;

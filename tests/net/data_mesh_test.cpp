@@ -4,10 +4,12 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <thread>
 
@@ -143,12 +145,15 @@ TEST(DataMesh, idle_connections_on_the_listener_do_not_keep_the_members_out) {
   const std::string key = link_key("t", random_secret());
   std::vector<int> idle;
   for (int i = 0; i < 24; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    // Non-blocking: where the kernel holds a connect back (a full queue), the test must not hang on it.
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(g.listeners[1]->port()));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) idle.push_back(fd);  // never a word
+    const bool started = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 || errno == EINPROGRESS;
+    pollfd pfd{fd, POLLOUT, 0};
+    if (started && ::poll(&pfd, 1, 1000) == 1 && !(pfd.revents & (POLLERR | POLLHUP))) idle.push_back(fd);  // never a word
     else ::close(fd);
   }
   ASSERT_GE(idle.size(), 16u);
