@@ -49,6 +49,13 @@ void add_cluster_flags(CLI::App& cmd, ClusterFlags& f) {
   cmd.add_option("--tls-key", f.tls_key, "client key for mutual TLS")->group(group);
   cmd.add_option("--rpc-timeout", f.timeout_ms, "deadline of each call to a worker, ms")
       ->capture_default_str()->group(group)->check(CLI::Range(100, 3600000));
+  cmd.add_option("--failover", f.failover,
+                 "when a worker fails under requests: wait (for it to come back), replan (wait a few seconds, then "
+                 "plan over the nodes that answer if they have room) or off (the requests fail at once)")
+      ->capture_default_str()->group(group)->check(CLI::IsMember({"off", "wait", "replan"}));
+  cmd.add_option("--recover-timeout", f.recover_timeout_s,
+                 "seconds requests in flight wait for the cluster to recover before they fail")
+      ->capture_default_str()->group(group)->check(CLI::Range(1, 86400));
 }
 
 Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::LocalWorkers& workers) {
@@ -80,6 +87,10 @@ Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::Loca
   }
   cluster.strict_placement = c.strict_placement;
   cluster.timeout_ms = c.timeout_ms;
+  cluster.failover = c.failover == "off" ? runtime::Failover::kOff
+                     : c.failover == "wait" ? runtime::Failover::kWait
+                                            : runtime::Failover::kReplan;
+  cluster.recover_timeout_ms = c.recover_timeout_s * 1000;
   cluster.worker_threads = c.worker_threads;
   cluster.security = {c.token, c.tls_ca, c.tls_cert, c.tls_key};
   if (!c.token_file.empty()) {

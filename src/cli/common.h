@@ -24,6 +24,8 @@ struct ClusterFlags {
   int32_t worker_threads = 0;
   std::string token, token_file, tls_ca, tls_cert, tls_key;
   int32_t timeout_ms = 30000;
+  std::string failover = "replan";
+  int32_t recover_timeout_s = 60;
 };
 
 struct ModelFlags {

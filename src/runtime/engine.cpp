@@ -224,6 +224,26 @@ Status Engine::recover() {
   return {};
 }
 
+const char* failover_name(Failover f) {
+  switch (f) {
+    case Failover::kOff: return "off";
+    case Failover::kWait: return "wait";
+    case Failover::kReplan: return "replan";
+  }
+  return "?";
+}
+
+bool Engine::needs_recovery() {
+  std::lock_guard lock(mu_);
+  return broken_;
+}
+
+Status Engine::recover_now() {
+  std::lock_guard lock(mu_);
+  if (!broken_) return {};
+  return recover_or_fail_fast();
+}
+
 // While the heartbeat sees a worker not answering, requests fail at once instead of each waiting
 // for a reconnect; once it answers again, the next request (or the heartbeat) recovers the cluster.
 Status Engine::recover_or_fail_fast() {

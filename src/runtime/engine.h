@@ -19,6 +19,12 @@ namespace strata::runtime {
 
 class TensorGroup;
 
+// What a request in flight does when a worker fails (--failover): off: it fails at once; wait: it
+// waits for the worker to come back; replan: it waits a few seconds for that, then the model is
+// planned again over the nodes that answer when their memory allows it.
+enum class Failover { kOff, kWait, kReplan };
+const char* failover_name(Failover f);
+
 struct ClusterOptions {
   plan::SplitMode split_mode = plan::SplitMode::kLayer;  // -sm
   std::vector<std::string> workers;       // --rpc endpoints, in order
@@ -30,6 +36,8 @@ struct ClusterOptions {
   net::LinkSecurity security;
   int32_t timeout_ms = 30000;             // deadline of every call to a worker
   int32_t worker_threads = 0;             // threads each worker uses (0: its own -t)
+  Failover failover = Failover::kReplan;  // --failover
+  int32_t recover_timeout_ms = 60000;     // --recover-timeout: how long requests in flight wait for it
   exec::Connector connect;                // opens a worker's executor; empty: gRPC (net::grpc_connector)
 };
 
@@ -85,6 +93,15 @@ class Engine {
   Result<std::vector<float>> decode(const model::Batch& batch, int32_t top_k = 0);
 
   int32_t n_past(int32_t seq) const { return runner().n_past(seq); }
+
+  const ClusterOptions& cluster_options() const { return options_.cluster; }
+  // A worker failed mid-batch: the nodes' caches disagree until a recovery empties them.
+  bool needs_recovery();
+  // Recovers now rather than failing fast while a worker is down: reconnects, reloads a worker that
+  // restarted (or with --failover replan, past its grace, plans the model over the nodes that
+  // answer), rejoins the tensor group and empties every sequence. The error names a node that does
+  // not answer.
+  Status recover_now();
 
   // Worker health as the heartbeat last saw it (every 2 s): reachable, and the ping round trip.
   struct NodeHealth {

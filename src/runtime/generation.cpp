@@ -31,6 +31,14 @@ int32_t Generation::candidates_needed() const {
 Feed Generation::feed(model::Batch& batch, int32_t budget) {
   Feed out;
   if (done_ || batch.size() >= budget) return out;
+  before_feed_ = {prompt_done_, n_past_, next_, true};
+  if (replaying()) {  // the cache's tokens again, after a recovery emptied it; no logits wanted
+    const int32_t take = static_cast<int32_t>(std::min<int64_t>(budget - batch.size(), static_cast<int64_t>(replay_.size()) - n_past_));
+    for (int32_t i = 0; i < take; ++i) batch.add(replay_[n_past_ + i], n_past_ + i, seq_, false);
+    n_past_ += take;
+    out.prompt_rows = take;
+    return out;
+  }
   if (next_ >= 0) {
     batch.add(next_, n_past_++, seq_, true);
     fed_generated_.push_back(next_);
@@ -57,6 +65,19 @@ Feed Generation::feed(model::Batch& batch, int32_t budget) {
   return out;
 }
 
+void Generation::replay_after_failure(bool last_feed_failed) {
+  if (last_feed_failed && before_feed_.valid) {
+    if (before_feed_.next >= 0 && next_ < 0 && !fed_generated_.empty()) fed_generated_.pop_back();
+    prompt_done_ = before_feed_.prompt_done;
+    n_past_ = before_feed_.n_past;
+    next_ = before_feed_.next;
+  }
+  before_feed_.valid = false;
+  if (!replaying()) replay_ = tokens_in_cache();  // else a replay failed: the same tokens again
+  n_past_ = 0;
+  if (!replay_.empty()) ++replays_;
+}
+
 void Generation::resume_from(int32_t n) {
   if (prompt_done_ > 0 || n < 0 || static_cast<size_t>(n) >= params_.prompt.size()) return;
   prompt_done_ = static_cast<size_t>(n);
@@ -72,6 +93,7 @@ void Generation::set_prompt_breaks(std::vector<int32_t> positions) {
 std::vector<text::Token> Generation::tokens_in_cache() const {
   std::vector<text::Token> out(params_.prompt.begin(), params_.prompt.begin() + static_cast<ptrdiff_t>(prompt_done_));
   if (prompt_done_ == params_.prompt.size()) out.insert(out.end(), fed_generated_.begin(), fed_generated_.end());
+  out.resize(std::min(out.size(), static_cast<size_t>(n_past_)));  // a replay holds only its fed part
   return out;
 }
 

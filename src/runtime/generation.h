@@ -79,7 +79,7 @@ class Generation {
   int32_t n_past() const { return n_past_; }  // positions of the sequence in the cache
   bool started() const { return prompt_done_ > 0; }
   // The prompt is in and a sampled token waits to be decoded.
-  bool generating() const { return next_ >= 0; }
+  bool generating() const { return next_ >= 0 && !replaying(); }
   bool done() const { return done_; }
 
   // Prompt caching: the sequence already holds the prompt's first n tokens (0 <= n < prompt size),
@@ -88,6 +88,14 @@ class Generation {
   // Prompt positions a feed() does not cross: the prompt is fed up to each in turn, so the caller can
   // save a state checkpoint there once that batch is decoded.
   void set_prompt_breaks(std::vector<int32_t> positions);
+  // After a failed decode whose recovery emptied every cache: forgets the rows of the last feed()
+  // when they were in the failed batch, then feeds the tokens the sequence held again (no logits)
+  // before going on where it was. Sampler, grammar and text state are untouched, so the output goes
+  // on as if nothing had happened.
+  void replay_after_failure(bool last_feed_failed);
+  // True while the tokens of a lost cache are being fed again.
+  bool replaying() const { return n_past_ < static_cast<int32_t>(replay_.size()); }
+  int32_t replays() const { return replays_; }
   // True while prompt tokens remain to be fed.
   bool prompting() const { return prompt_done_ < params_.prompt.size(); }
   // The tokens whose positions the sequence holds now (the prompt's fed part, then generated tokens fed).
@@ -128,6 +136,15 @@ class Generation {
   text::Token next_ = -1;   // sampled and not yet fed
   std::vector<text::Token> fed_generated_;
   std::vector<int32_t> breaks_;  // ascending prompt positions feed() stops at
+  struct FeedState {
+    size_t prompt_done = 0;
+    int32_t n_past = 0;
+    text::Token next = -1;
+    bool valid = false;
+  };
+  FeedState before_feed_;           // what the last feed() changed, for replay_after_failure()
+  std::vector<text::Token> replay_;  // the tokens being fed again; positions n_past_.. are left
+  int32_t replays_ = 0;
   int32_t n_generated_ = 0;
   text::Utf8Stream utf8_;
   std::string held_;        // text held back while it may be the start of a stop string

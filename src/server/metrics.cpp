@@ -25,6 +25,11 @@ std::string Metrics::render(const runtime::Engine* engine, const Scheduler* sche
     const SchedulerStats s = scheduler->stats();
     metric(out, "strata_requests_cancelled_total", "counter", "requests whose client went away before the end",
            static_cast<double>(s.requests_cancelled));
+    metric(out, "strata_requests_resumed_total", "counter",
+           "requests in flight when a node failed that went on after the cluster recovered",
+           static_cast<double>(s.requests_resumed));
+    metric(out, "strata_recoveries_total", "counter", "node failures recovered from under requests in flight",
+           static_cast<double>(s.recoveries));
     metric(out, "strata_queue_depth", "gauge", "requests waiting for a slot", s.queue_depth);
     metric(out, "strata_active_slots", "gauge", "slots generating now", s.active_slots);
     metric(out, "strata_slots", "gauge", "slots (parallel sequences)", scheduler->n_slots());

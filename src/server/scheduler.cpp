@@ -308,6 +308,62 @@ void Scheduler::fail_active(const Error& error) {
   }
 }
 
+// A node failed under the active requests. With --failover off, or when the failure was not a
+// node's (the engine needs no recovery), they end with the error; otherwise they wait for the
+// recovery, which empties every cache, and then feed the tokens they held again and go on.
+void Scheduler::interrupt_active(const std::vector<Slot*>& fed, const Error& error) {
+  const runtime::ClusterOptions& cluster = engine_.cluster_options();
+  if (cluster.failover == runtime::Failover::kOff || !engine_.needs_recovery()) return fail_active(error);
+  if (!recover_until_) {
+    recover_started_ = std::chrono::steady_clock::now();
+    recover_until_ = recover_started_ + std::chrono::milliseconds(cluster.recover_timeout_ms);
+    recover_cause_ = error.message;
+  }
+  int32_t waiting = 0;
+  for (auto& slot : slots_) {
+    if (!slot->active() || !slot->prepared) continue;
+    slot->gen->replay_after_failure(std::find(fed.begin(), fed.end(), slot.get()) != fed.end());
+    ++waiting;
+  }
+  spdlog::warn("{} request(s) wait up to {} ms for the cluster to recover (--failover {}): {}", waiting,
+               cluster.recover_timeout_ms, runtime::failover_name(cluster.failover), error.message);
+}
+
+// One attempt at the recovery the active requests wait for; false while they still wait. Past
+// --recover-timeout they end with the error that started it and why recovery failed.
+bool Scheduler::recovered() {
+  const auto start = std::chrono::steady_clock::now();
+  Status s = engine_.recover_now();
+  if (s.ok()) {
+    const double waited = ms_between(recover_started_, std::chrono::steady_clock::now());
+    recover_until_.reset();
+    std::lock_guard lock(mu_);
+    int32_t resumed = 0;
+    for (auto& slot : slots_) {
+      slot->cached.clear();  // every node starts empty
+      slot->checkpoints.clear();
+      slot->resets = engine_.reset_count();
+      resumed += slot->active() && slot->prepared;
+    }
+    stats_.requests_resumed += static_cast<uint64_t>(resumed);
+    ++stats_.recoveries;
+    spdlog::info("cluster recovered after {:.0f} ms: {} request(s) resume by computing their tokens again", waited,
+                 resumed);
+    return true;
+  }
+  if (start >= *recover_until_) {
+    Error e = std::move(s).error();
+    e.message = fmt::format("{} (the cluster did not recover within {} ms: {})", recover_cause_,
+                            engine_.cluster_options().recover_timeout_ms, e.message);
+    recover_until_.reset();
+    fail_active(e);
+    return false;
+  }
+  std::unique_lock lock(mu_);  // a pause between attempts that a stop ends
+  cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stop_.load(); });
+  return false;
+}
+
 // Saves a checkpoint of the slot's sequence at `pos` (its length now) on every node, dropping the
 // oldest first when the slot keeps as many as planned.
 Status Scheduler::save_checkpoint(Slot& slot, int32_t pos) {
@@ -427,8 +483,8 @@ void Scheduler::save_due_checkpoints(const std::vector<Slot*>& slots) {
   }
 }
 
-// Ends the slots whose client left, and prepares the sequence of those new.
-bool Scheduler::drop_cancelled_and_prepare_new() {
+// Ends the slots whose client left, and prepares the sequence of those new (unless told not to).
+bool Scheduler::drop_cancelled_and_prepare_new(bool prepare_new) {
   for (auto& slot : slots_) {
     if (!slot->active()) continue;
     if (slot->req->cancelled()) {
@@ -438,9 +494,9 @@ bool Scheduler::drop_cancelled_and_prepare_new() {
       req->finish("", "cancelled");
       continue;
     }
-    if (!slot->prepared) {
+    if (!slot->prepared && prepare_new) {
       if (auto s = prepare(*slot); !s.ok()) {
-        fail_active(s.error());
+        interrupt_active({}, s.error());
         return false;
       }
     }
@@ -461,19 +517,25 @@ Scheduler::Filled Scheduler::fill_batch(model::Batch& batch, std::vector<Slot*>&
       continue;
     }
     ++filled.slots;
+    filled.fed.push_back(slot.get());
     if (slot->gen->feed(batch, engine_.n_batch()).wants_logits) rows.push_back(slot.get());
   }
   for (Slot* slot : prompting) {
     const runtime::Feed fed = slot->gen->feed(batch, engine_.n_batch());
     filled.prompt_tokens += fed.prompt_rows;
     filled.slots += fed.prompt_rows > 0;
+    if (fed.prompt_rows > 0 || fed.wants_logits) filled.fed.push_back(slot);
     if (fed.wants_logits) rows.push_back(slot);
   }
   return filled;
 }
 
 void Scheduler::step() {
-  if (!drop_cancelled_and_prepare_new()) return;
+  if (recover_until_) {
+    drop_cancelled_and_prepare_new(/*prepare=*/false);
+    if (!recovered()) return;
+  }
+  if (!drop_cancelled_and_prepare_new(/*prepare=*/true)) return;
   model::Batch batch;
   std::vector<Slot*> rows;
   const Filled filled = fill_batch(batch, rows);
@@ -491,7 +553,7 @@ void Scheduler::step() {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!logits.ok()) {
     spdlog::error("decode failed: {}", logits.error().message);
-    fail_active(logits.error());
+    interrupt_active(filled.fed, logits.error());
     return;
   }
   {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -85,6 +86,8 @@ struct SchedulerStats {
   uint64_t requests_total = 0;
   uint64_t requests_failed = 0;
   uint64_t requests_cancelled = 0;  // their client went away (or asked) before the end
+  uint64_t requests_resumed = 0;    // in flight when a node failed, and went on after the recovery
+  uint64_t recoveries = 0;          // node failures recovered from while requests were in flight
   uint64_t prompt_tokens = 0;         // computed
   uint64_t prompt_tokens_cached = 0;  // taken from a slot's cache instead
   uint64_t checkpoints_saved = 0;
@@ -152,7 +155,7 @@ class Scheduler {
   bool assign_queued();
   Slot* pick_slot(const GenerationParams& params, bool cache_prompt);
   void step();
-  bool drop_cancelled_and_prepare_new();
+  bool drop_cancelled_and_prepare_new(bool prepare_new);
   Status prepare(Slot& slot);
   Status reuse_prefix(Slot& slot, int32_t n);
   Result<int32_t> use_host_cache(Slot& slot, const std::vector<text::Token>& prompt, int32_t n);
@@ -161,7 +164,10 @@ class Scheduler {
   struct Filled {
     int64_t prompt_tokens = 0;
     int32_t slots = 0;
+    std::vector<Slot*> fed;  // the slots with rows in the batch
   };
+  void interrupt_active(const std::vector<Slot*>& fed, const Error& error);
+  bool recovered();
   Filled fill_batch(model::Batch& batch, std::vector<Slot*>& rows);
   Status check(const GenerationParams& params) const;
   void fail_active(const Error& error);
@@ -181,6 +187,10 @@ class Scheduler {
   SchedulerStats stats_;
   uint64_t uses_ = 0;  // assignments so far: slots remember when they were last used
   HostCache host_cache_;  // used by the scheduler's thread only
+  // While a failed node's requests wait for the cluster to recover (--failover wait|replan).
+  std::optional<std::chrono::steady_clock::time_point> recover_until_;
+  std::chrono::steady_clock::time_point recover_started_;
+  std::string recover_cause_;
   std::thread thread_;
 };
 

@@ -300,6 +300,68 @@ TEST_F(GenerationTest, finishing_early_returns_the_held_text) {
 }
 
 // `strata run`'s loop and a server slot (batched with another request) answer alike.
+// A decode fails (a node died) and the recovery empties the caches: the generation forgets the failed
+// rows, feeds the tokens the sequence held again at their positions without logits, then goes on
+// with the row it had, whether it failed in its prompt, in generation or in the replay itself.
+TEST_F(GenerationTest, a_failed_decode_replays_the_lost_cache_then_goes_on_where_it_was) {
+  GenerationParams p = greedy();
+  p.prompt = {1, 15043, 3186, 338, 263, 1243, 29889, 13};
+  Generation gen(p, 3, model());
+  struct Rows {
+    std::vector<int32_t> tokens, pos;
+    int logits = 0;
+  };
+  auto feed = [&](int32_t budget) {
+    model::Batch batch;
+    gen.feed(batch, budget);
+    Rows r{batch.tokens, batch.pos, 0};
+    for (uint8_t l : batch.logits) r.logits += l;
+    for (int32_t s : batch.seq) EXPECT_EQ(s, 3);
+    return r;
+  };
+  EXPECT_EQ(feed(3).pos, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(feed(3).pos, (std::vector<int32_t>{3, 4, 5}));  // this batch fails
+  gen.replay_after_failure(true);
+  ASSERT_TRUE(gen.replaying());
+  Rows r = feed(2);
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{1, 15043}));
+  EXPECT_EQ(r.logits, 0);
+  gen.replay_after_failure(true);  // fails again inside the replay: from the start once more
+  EXPECT_EQ(feed(8).tokens, (std::vector<int32_t>{1, 15043, 3186}));
+  EXPECT_FALSE(gen.replaying());
+  r = feed(8);
+  EXPECT_EQ(r.pos, (std::vector<int32_t>{3, 4, 5, 6, 7}));
+  EXPECT_EQ(r.logits, 1);
+  const text::Token first = gen.next_token(row_for(450)).token;
+  EXPECT_EQ(first, 450);
+  r = feed(8);  // the sampled token goes in; this batch fails too
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{450}));
+  EXPECT_EQ(r.pos, (std::vector<int32_t>{8}));
+  gen.replay_after_failure(true);
+  EXPECT_FALSE(gen.generating());  // the replay goes first
+  r = feed(100);
+  EXPECT_EQ(r.tokens, p.prompt);
+  EXPECT_EQ(r.logits, 0);
+  EXPECT_TRUE(gen.generating());
+  r = feed(100);
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{450}));
+  EXPECT_EQ(r.pos, (std::vector<int32_t>{8}));
+  EXPECT_EQ(r.logits, 1);
+  std::vector<text::Token> cached = p.prompt;
+  cached.push_back(450);
+  EXPECT_EQ(gen.tokens_in_cache(), cached);
+  // A slot whose rows were not in the failed batch replays all it holds and loses nothing.
+  gen.next_token(row_for(263));
+  gen.replay_after_failure(false);
+  cached.push_back(263);  // sampled, not yet fed: it is fed after the replay
+  r = feed(100);
+  EXPECT_EQ(r.tokens, std::vector<int32_t>(cached.begin(), cached.end() - 1));
+  r = feed(100);
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{263}));
+  EXPECT_EQ(r.pos, (std::vector<int32_t>{9}));
+  EXPECT_EQ(gen.replays(), 4);
+}
+
 TEST(GenerationParity, generate_and_a_scheduler_slot_produce_the_same_greedy_text) {
   STRATA_SHARED_FILE(path, "models/stories260K.gguf");
   EngineOptions o;

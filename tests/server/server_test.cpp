@@ -410,7 +410,8 @@ TEST(Server, node_failure_ends_the_stream_with_an_error_and_the_server_recovers)
   auto worker = runtime::WorkerProcess::spawn(spawn);
   ASSERT_TRUE(worker.ok()) << worker.error().message << testing::log_tail(spawn.log_path);
   const int port = worker->port();
-  Server server({"-m", model_path(), "-c", "4096", "--rpc", worker->endpoint(), "-ts", "1,1", "--rpc-timeout", "3000"},
+  Server server({"-m", model_path(), "-c", "4096", "--rpc", worker->endpoint(), "-ts", "1,1", "--rpc-timeout", "3000",
+                 "--failover", "off"},
                 "fail");
   ASSERT_TRUE(server.ok()) << server.log();
   auto c = server.client();
