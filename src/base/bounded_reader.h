@@ -18,6 +18,7 @@ class BoundedReader {
 
   Status bytes(void* out, uint64_t n) {
     if (n > source_.left()) return make_error("{}: {} bytes needed, {} left", what_, n, source_.left());
+    if (n == 0) return {};  // an empty vector's data() may be null, which memcpy must not get
     return source_.read(out, n);
   }
   template <typename T>

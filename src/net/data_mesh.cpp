@@ -329,7 +329,8 @@ Result<std::unique_ptr<DataMesh>> DataMesh::join(int32_t self, const std::vector
       else mesh->fds_[j] = *fd;
     }
   });
-  const AcceptResult got = accept_links(*listener, self, session_hash, key, deadline, mesh->fds_);
+  // Member 0 accepts nothing and may have no listener.
+  const AcceptResult got = self > 0 ? accept_links(*listener, self, session_hash, key, deadline, mesh->fds_) : AcceptResult{};
   const int32_t accepted = got.accepted;
   const std::string& last_refusal = got.last_refusal;
   dialer.join();

@@ -16,6 +16,7 @@ std::string_view kind_name(Decision::Kind kind) {
     case Decision::Kind::kFinalPlacement: return "final_placement";
     case Decision::Kind::kTiedHeadCopy: return "tied_head_copy";
     case Decision::Kind::kTensorSplit: return "tensor_split";
+    case Decision::Kind::kFailover: return "failover";
   }
   return "unknown";
 }
@@ -45,11 +46,41 @@ std::string describe(const std::vector<Node>& nodes, int32_t n_layer, const Deci
     case K::kTensorSplit:
       return fmt::format("-sm tensor: all {} layers sliced over {} by {}{}{}", n_layer, d.detail, d.flags, zero,
                          d.why.empty() ? "" : "; " + d.why);
+    case K::kFailover:
+      return d.detail.empty() ? d.flags + ": " + d.why : fmt::format("{}: planned again over the nodes that answer, without {}", d.flags, d.detail);
     case K::kTiedHeadCopy:
       return fmt::format("the output head is tied to token_embd.weight: {} holds a copy of it besides {}",
                          node_label(nodes, d.node), node_label(nodes, 0));
   }
   return "";
+}
+
+const char* failover_name(Failover f) {
+  switch (f) {
+    case Failover::kOff: return "off";
+    case Failover::kWait: return "wait";
+    case Failover::kReplan: return "replan";
+  }
+  return "?";
+}
+
+// Said in every plan over workers, so that what a node's death does is known before it happens.
+Decision detail::failover_decision(const Request& r) {
+  Decision d;
+  d.kind = Decision::Kind::kFailover;
+  d.flags = fmt::format("--failover {} --recover-timeout {}", failover_name(r.failover), r.recover_timeout_ms / 1000);
+  for (const std::string& n : r.lost_nodes) d.detail += (d.detail.empty() ? "" : ", ") + n;
+  const std::string wait = fmt::format("requests in flight wait up to {} s and then go on from their tokens", r.recover_timeout_ms / 1000);
+  switch (r.failover) {
+    case Failover::kOff: d.why = "a worker's failure ends the requests in flight with an error naming it"; break;
+    case Failover::kWait: d.why = "when a worker fails, " + wait + " once it is back"; break;
+    case Failover::kReplan:
+      d.why = fmt::format("when a worker fails, {}; it is waited for {} s, then the model is planned again over the "
+                          "nodes that answer if their memory holds it",
+                          wait, r.replan_grace_ms / 1000.0);
+      break;
+  }
+  return d;
 }
 
 std::vector<std::string> Plan::decision_texts() const {

@@ -99,5 +99,9 @@ Status check_budget(const model::Model& model, const std::vector<Node>& nodes, c
 // The plan of a tensor split (tensor_split.cpp): the group, each member's shard, bytes and exchanges.
 // `nodes` have their names set.
 Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes, const Request& request);
+// The layer or tensor placement make_plan() then completes with the failover decision.
+Result<Plan> place(const model::Model& model, const std::vector<Node>& nodes, const Request& request);
+// What requests in flight do when a worker fails, and the nodes lost when planned again (decisions.cpp).
+Decision failover_decision(const Request& request);
 
 }  // namespace strata::plan::detail

@@ -71,6 +71,12 @@ struct TensorOverride {
 enum class SplitMode { kLayer, kTensor };
 Result<SplitMode> parse_split_mode(std::string_view text);  // "layer" | "tensor" ("none" / "row": refused, named)
 
+// What requests in flight do when a worker fails (--failover): off: they fail at once; wait: they
+// wait for the worker to come back; replan: they wait a grace period for that, then the model is
+// planned again over the nodes that answer when their memory allows it.
+enum class Failover { kOff, kWait, kReplan };
+const char* failover_name(Failover f);
+
 struct Request {
   SplitMode split_mode = SplitMode::kLayer;
   int32_t n_ctx = 0;      // total context (all sequences)
@@ -85,6 +91,10 @@ struct Request {
   bool strict_placement = false;          // an -ot pin that overrides -ts/-ngl is an error
   DType type_k = DType::F16;              // -ctk / -ctv: KV cache types (memory::kv_type_supported)
   DType type_v = DType::F16;
+  Failover failover = Failover::kReplan;  // --failover
+  int32_t recover_timeout_ms = 60000;     // --recover-timeout
+  int32_t replan_grace_ms = 5000;         // replan: how long a worker that stopped answering is waited for
+  std::vector<std::string> lost_nodes;    // set when planning again after these nodes failed
 };
 
 // One thing the planner decided, and why: data for /v1/cluster and tests; describe() gives the sentence.
@@ -98,6 +108,7 @@ struct Decision {
     kFinalPlacement,  // where every layer ended up after the pins
     kTiedHeadCopy,    // the output node holds a copy of token_embd for its tied head
     kTensorSplit,     // -sm tensor: every layer sliced over the group (detail: the slices and why)
+    kFailover,        // what requests in flight do when a worker fails (detail: lost nodes when replanned)
   };
   Kind kind = Kind::kSingleNode;
   std::string flags;               // the flags that decided: "-ts 1,1", "-ngl 30", "the split by usable memory"

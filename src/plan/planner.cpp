@@ -69,7 +69,15 @@ void add_stages_and_transfers(Plan& p, const model::HParams& hp) {
 
 }  // namespace
 
-Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes_in, const Request& request) {
+Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes, const Request& request) {
+  STRATA_ASSIGN(Plan p, detail::place(model, nodes, request));
+  if (nodes.size() > 1 || !request.lost_nodes.empty()) p.decisions.push_back(detail::failover_decision(request));
+  return p;
+}
+
+namespace detail {
+
+Result<Plan> place(const model::Model& model, const std::vector<Node>& nodes_in, const Request& request) {
   auto refuse = [](ErrorCode code, Error e) { return with_code(std::move(e), code); };
   if (auto s = validate(model, nodes_in, request); !s) return refuse(ErrorCode::kInvalidArgument, std::move(s).error());
   std::vector<Node> nodes = nodes_in;
@@ -137,4 +145,5 @@ Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes
   return p;
 }
 
+}  // namespace detail
 }  // namespace strata::plan

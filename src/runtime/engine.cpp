@@ -42,6 +42,9 @@ plan::Request plan_request(const EngineOptions& options, const model::HParams& h
   request.strict_placement = options.cluster.strict_placement;
   request.type_k = options.type_k;
   request.type_v = options.type_v;
+  request.failover = options.cluster.failover;
+  request.recover_timeout_ms = options.cluster.recover_timeout_ms;
+  request.replan_grace_ms = std::min(5000, options.cluster.recover_timeout_ms / 2);
   return request;
 }
 
@@ -91,37 +94,57 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
     e->nodes_.push_back(std::move(worker));
   }
 
-  STRATA_ASSIGN(e->plan_, plan::make_plan(*e->model_, nodes, request));
-  if (nodes.size() > 1) {
-    log_block(plan::render(e->plan_));  // the table, transfers, decisions and warnings
-  } else {
-    for (const std::string& d : e->plan_.decision_texts()) spdlog::info("plan: {}", d);
-  }
-
-  // Every node loads the stage the plan gives it.
-  e->session_ = random_session_id();
-  const bool tensor = e->plan_.split_mode == plan::SplitMode::kTensor;
-  if (tensor) e->mesh_secret_ = net::random_secret();
-  for (int32_t n = 0; n < static_cast<int32_t>(e->nodes_.size()); ++n) {
-    e->stage_loads_.push_back(exec::stage_load(e->plan_, n, e->model_, options.model_path, e->session_));
-    e->stage_loads_.back().mesh_secret = e->mesh_secret_;
-  }
-  for (int32_t n = 0; n < static_cast<int32_t>(e->nodes_.size()); ++n) STRATA_TRY(e->load_node(n));
-
-  if (tensor) {
-    e->group_ = std::make_unique<TensorGroup>(e->plan_, e->nodes_, *e->local_);
-    STRATA_TRY(e->join_group());
-  } else {
-    e->build_hops();
-  }
-  if (e->nodes_.size() > 1) {
-    for (size_t n = 1; n < e->nodes_.size(); ++n) e->health_.push_back({e->nodes_[n]->name(), true, true, 0});
-    e->heartbeat_ = std::thread([raw = e.get()] { raw->heartbeat(); });
-  }
+  STRATA_TRY(e->place(nodes));
+  if (e->nodes_.size() > 1) e->heartbeat_ = std::thread([raw = e.get()] { raw->heartbeat(); });
   spdlog::info("loaded {} ({}, {} layers, {} params, {} active per token) on {} node(s), context {} x {} seq, {} threads",
                hp.name, hp.arch, hp.n_layer, e->model_->n_params(), e->model_->n_active_params(), nodes.size(),
                e->n_ctx_per_seq(), e->n_seq(), n_threads);
   return e;
+}
+
+// Plans the model over `nodes` (nodes_[i] runs nodes[i]) and loads every node's stage: at startup,
+// and again over the survivors when --failover replan drops a worker.
+Status Engine::place(const std::vector<plan::Node>& nodes) {
+  STRATA_ASSIGN(plan::Plan p, plan::make_plan(*model_, nodes, request_));
+  if (nodes.size() > 1 || !request_.lost_nodes.empty()) {
+    log_block(plan::render(p));  // the table, transfers, decisions and warnings
+  } else {
+    for (const std::string& d : p.decision_texts()) spdlog::info("plan: {}", d);
+  }
+  {
+    std::lock_guard lock(health_mu_);
+    plan_ = std::move(p);
+  }
+  session_ = random_session_id();
+  const bool tensor = plan_.split_mode == plan::SplitMode::kTensor;
+  mesh_secret_ = tensor ? net::random_secret() : "";
+  stage_loads_.clear();
+  for (int32_t n = 0; n < static_cast<int32_t>(nodes_.size()); ++n) {
+    stage_loads_.push_back(exec::stage_load(plan_, n, model_, options_.model_path, session_));
+    stage_loads_.back().mesh_secret = mesh_secret_;
+  }
+  for (int32_t n = 0; n < static_cast<int32_t>(nodes_.size()); ++n) STRATA_TRY(load_node(n));
+  group_.reset();
+  hops_.clear();
+  if (tensor) {
+    group_ = std::make_unique<TensorGroup>(plan_, nodes_, *local_);
+    STRATA_TRY(join_group());
+  } else {
+    build_hops();
+  }
+  if (shape_.n_seq == 0) {  // the same for every plan of these options
+    const auto& c = runner().config();
+    shape_ = {c.n_ctx_per_seq, c.n_seq, c.n_batch, c.n_threads, c.n_checkpoints};
+  }
+  std::lock_guard lock(health_mu_);
+  health_.clear();
+  for (size_t n = 1; n < nodes_.size(); ++n) health_.push_back({nodes_[n]->name(), true, true, 0});
+  return {};
+}
+
+plan::Plan Engine::plan_snapshot() const {
+  std::lock_guard lock(health_mu_);
+  return plan_;
 }
 
 // Execution order: the plan's stages, then the output head where the plan put it. A node's second
@@ -140,20 +163,31 @@ void Engine::build_hops() {
   }
 }
 
-// Keeps the sessions alive on the workers and records their health for /health and /metrics.
+// Keeps the sessions alive on the workers and records their health for /health and /metrics. The
+// pings run outside both locks, on a snapshot of the workers (a replan may change them meanwhile).
 void Engine::heartbeat() {
   while (!stop_.load()) {
     for (int i = 0; i < 20 && !stop_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::vector<exec::StageExecutor*> workers;
+    {
+      std::lock_guard lock(health_mu_);
+      for (size_t k = 1; k < nodes_.size(); ++k) workers.push_back(nodes_[k].get());
+    }
     bool all_known = true;
-    for (size_t k = 1; k < nodes_.size() && !stop_.load(); ++k) {
+    std::vector<NodeHealth> seen;
+    for (exec::StageExecutor* w : workers) {
+      if (stop_.load()) break;
       const auto start = std::chrono::steady_clock::now();
-      const auto known = nodes_[k]->ping();
+      const auto known = w->ping();
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       all_known &= known.ok() && *known;
+      seen.push_back({w->name(), known.ok() && *known, known.ok(), ms});
+    }
+    {
       std::lock_guard lock(health_mu_);
-      health_[k - 1].reachable = known.ok() && *known;
-      health_[k - 1].answers = known.ok();
-      health_[k - 1].ping_ms = ms;
+      bool same = seen.size() == nodes_.size() - 1;
+      for (size_t k = 0; same && k < seen.size(); ++k) same = nodes_[k + 1].get() == workers[k];
+      if (same) health_ = std::move(seen);
     }
     // A worker that came back without our session (restarted): reload it now rather than at the
     // next request, so that health turns green on its own. Never waits for a running decode.
@@ -224,13 +258,9 @@ Status Engine::recover() {
   return {};
 }
 
-const char* failover_name(Failover f) {
-  switch (f) {
-    case Failover::kOff: return "off";
-    case Failover::kWait: return "wait";
-    case Failover::kReplan: return "replan";
-  }
-  return "?";
+void Engine::mark_broken() {
+  if (!broken_) broken_since_ = std::chrono::steady_clock::now();
+  broken_ = true;
 }
 
 bool Engine::needs_recovery() {
@@ -246,16 +276,88 @@ Status Engine::recover_now() {
 
 // While the heartbeat sees a worker not answering, requests fail at once instead of each waiting
 // for a reconnect; once it answers again, the next request (or the heartbeat) recovers the cluster.
+// With --failover replan, a worker that has not answered for the grace period is planned without.
 Status Engine::recover_or_fail_fast() {
+  std::vector<size_t> down;
+  std::string names;
   {
     std::lock_guard lock(health_mu_);
-    for (const NodeHealth& h : health_) {
-      if (!h.answers) {
-        return make_error(ErrorCode::kUnavailable, "worker {} is down; the cluster recovers when it is back", h.node);
-      }
+    for (size_t k = 0; k < health_.size(); ++k) {
+      if (health_[k].answers) continue;
+      down.push_back(k + 1);
+      names += (names.empty() ? "" : ", ") + health_[k].node;
     }
   }
-  return recover();
+  if (down.empty()) return recover();
+  const auto waited = std::chrono::steady_clock::now() - broken_since_;
+  if (request_.failover == Failover::kReplan && broken_ && waited >= std::chrono::milliseconds(request_.replan_grace_ms)) {
+    auto s = replan_without(down);
+    if (s.ok()) return s;
+    return make_error(ErrorCode::kUnavailable, "worker {} is down and the nodes that answer cannot take its layers: {}",
+                      names, s.error().message);
+  }
+  return make_error(ErrorCode::kUnavailable, "worker {} is down; the cluster recovers when it is back", names);
+}
+
+// --failover replan: the model planned over the nodes that still answer, their memory counted as if
+// their current stages were gone (they are ended first). The lost workers' -ts entries are dropped.
+// Nothing changes when the plan is refused (the lost workers may still come back).
+Status Engine::replan_without(const std::vector<size_t>& lost) {
+  plan::Request request = request_;
+  auto is_lost = [&](size_t n) { return std::find(lost.begin(), lost.end(), n) != lost.end(); };
+  const size_t n_nodes = nodes_.size();
+  std::vector<double> ts;
+  for (size_t i = 0; i < request.tensor_split.size(); ++i) {
+    const size_t node = request.tensor_split.size() == n_nodes ? i : i + 1;  // -ts over workers only, or all
+    if (!is_lost(node)) ts.push_back(request.tensor_split[i]);
+  }
+  request.tensor_split = ts;
+  std::vector<plan::Node> nodes;
+  for (size_t n = 0; n < n_nodes; ++n) {
+    if (is_lost(n)) {
+      request.lost_nodes.push_back(nodes_[n]->name());
+      continue;
+    }
+    plan::Node node = plan_.nodes[n];
+    if (n == 0) {
+      node = plan::local_node(node.threads);
+      node.memory_usable = sat_add(node.memory_usable, plan_.bytes[n].total() - plan_.bytes[n].weights);  // mapped weights stay in the page cache
+    } else {
+      STRATA_ASSIGN(node, worker_node(*nodes_[n], options_.cluster));
+      node.memory_usable = sat_add(node.memory_usable, plan_.bytes[n].total());
+    }
+    nodes.push_back(std::move(node));
+  }
+  if (nodes.size() == 1) request.split_mode = plan::SplitMode::kLayer;  // no group left to slice over
+  STRATA_TRY(plan::make_plan(*model_, nodes, request));  // checked before anything changes
+  spdlog::warn("failover: planning again without {} (not answering for {} ms)", fmt::join(request.lost_nodes, ", "),
+               request.replan_grace_ms);
+  // Survivors get fresh executors (an executor keeps its first stage; the heartbeat may be pinging
+  // the old ones, which are ended and retired, not freed).
+  const exec::Connector connect = connector(options_.cluster);
+  std::vector<std::unique_ptr<exec::StageExecutor>> fresh(n_nodes);
+  for (size_t n = 1; n < n_nodes; ++n) {
+    if (is_lost(n)) continue;
+    STRATA_ASSIGN(fresh[n], connect(nodes_[n]->name()));
+  }
+  group_.reset();
+  for (size_t n = 1; n < n_nodes; ++n) {
+    if (!is_lost(n)) nodes_[n]->end();
+  }
+  {
+    std::lock_guard lock(health_mu_);
+    for (size_t n = n_nodes; n-- > 1;) {
+      retired_.push_back(std::move(nodes_[n]));
+      if (is_lost(n)) nodes_.erase(nodes_.begin() + static_cast<ptrdiff_t>(n));
+      else nodes_[n] = std::move(fresh[n]);
+    }
+  }
+  request_ = request;
+  STRATA_TRY(place(nodes));
+  broken_ = false;
+  ++resets_;
+  spdlog::info("failover: the model runs on {} node(s); all sequences start empty", nodes_.size());
+  return {};
 }
 
 Result<std::vector<float>> Engine::decode(const model::Batch& batch, int32_t top_k) {
@@ -266,7 +368,7 @@ Result<std::vector<float>> Engine::decode(const model::Batch& batch, int32_t top
   runner.embed(batch, hidden_);
   auto logits = group_ ? group_->run(batch, hidden_, top_k) : run_hops(batch, hidden_, top_k);
   if (!logits.ok()) {
-    if (nodes_.size() > 1) broken_ = true;
+    if (nodes_.size() > 1) mark_broken();
     return logits;
   }
   runner.record_positions(batch);
@@ -294,7 +396,7 @@ Status Engine::seq_op_everywhere(exec::SeqOp op, int32_t seq, int32_t p0, int32_
   if (broken_) STRATA_TRY(recover_or_fail_fast());
   for (size_t n = 0; n < nodes_.size(); ++n) {
     if (auto s = nodes_[n]->seq_op(op, seq, p0, dst); !s.ok()) {
-      if (n > 0) broken_ = true;
+      if (n > 0) mark_broken();
       return s;
     }
   }
@@ -321,11 +423,11 @@ Status Engine::stash(int32_t seq, int32_t id) {
     auto s = nodes_[n]->seq_op(exec::SeqOp::kStash, seq, 0, id);
     if (s.ok()) continue;
     if (s.error().code != ErrorCode::kResourceExhausted) {
-      if (n > 0) broken_ = true;
+      if (n > 0) mark_broken();
       return s;
     }
     for (size_t m = 0; m < n; ++m) {
-      if (!nodes_[m]->seq_op(exec::SeqOp::kDropStash, seq, 0, id).ok() && m > 0) broken_ = true;
+      if (!nodes_[m]->seq_op(exec::SeqOp::kDropStash, seq, 0, id).ok() && m > 0) mark_broken();
     }
     return s;
   }

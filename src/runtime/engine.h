@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,11 +20,8 @@ namespace strata::runtime {
 
 class TensorGroup;
 
-// What a request in flight does when a worker fails (--failover): off: it fails at once; wait: it
-// waits for the worker to come back; replan: it waits a few seconds for that, then the model is
-// planned again over the nodes that answer when their memory allows it.
-enum class Failover { kOff, kWait, kReplan };
-const char* failover_name(Failover f);
+using Failover = plan::Failover;  // --failover
+using plan::failover_name;
 
 struct ClusterOptions {
   plan::SplitMode split_mode = plan::SplitMode::kLayer;  // -sm
@@ -77,12 +75,16 @@ class Engine {
   const model::Model& model() const { return *model_; }
   const model::HParams& hparams() const { return model_->hparams(); }
   const text::Vocab& vocab() const { return *vocab_; }
+  // The plan, for the thread that drives the engine; other threads take a snapshot (a failover may
+  // plan again meanwhile).
   const plan::Plan& plan() const { return plan_; }
+  plan::Plan plan_snapshot() const;
   const std::vector<NodeLoad>& loads() const { return loads_; }
-  int32_t n_ctx_per_seq() const { return runner().config().n_ctx_per_seq; }
-  int32_t n_seq() const { return runner().config().n_seq; }
-  int32_t n_batch() const { return runner().config().n_batch; }
-  int32_t n_threads() const { return runner().config().n_threads; }
+  // The same for every plan of these options, so they are read without a lock.
+  int32_t n_ctx_per_seq() const { return shape_.n_ctx_per_seq; }
+  int32_t n_seq() const { return shape_.n_seq; }
+  int32_t n_batch() const { return shape_.n_batch; }
+  int32_t n_threads() const { return shape_.n_threads; }
   int32_t n_vocab() const { return hparams().n_vocab; }
 
   // Runs one batch through every stage. Returns the logits (n_vocab floats per row) of the rows
@@ -119,7 +121,7 @@ class Engine {
   // model::StageRunner::save_checkpoint). Only a model with recurrent layers needs them: without,
   // remove_from cuts any sequence back.
   bool needs_checkpoints() const { return hparams().has_recurrent_layers(); }
-  int32_t n_checkpoints() const { return runner().config().n_checkpoints; }
+  int32_t n_checkpoints() const { return shape_.n_checkpoints; }
   Status save_checkpoint(int32_t seq, int32_t pos);
   Status restore_checkpoint(int32_t seq, int32_t pos);
   Status drop_checkpoint(int32_t seq, int32_t pos);
@@ -152,7 +154,10 @@ class Engine {
 
  private:
   Engine() = default;
+  Status place(const std::vector<plan::Node>& nodes);
+  Status replan_without(const std::vector<size_t>& lost);
   Status load_node(int32_t node);
+  void mark_broken();
   Status recover();
   Status recover_or_fail_fast();
   Status seq_op_everywhere(exec::SeqOp op, int32_t seq, int32_t p0, int32_t dst);
@@ -176,9 +181,16 @@ class Engine {
   std::vector<NodeLoad> loads_;
   std::vector<float> hidden_;
   bool broken_ = false;  // a worker failed mid-batch: caches may disagree until recover()
+  std::chrono::steady_clock::time_point broken_since_;
+  struct Shape {
+    int32_t n_ctx_per_seq = 0, n_seq = 0, n_batch = 0, n_threads = 0, n_checkpoints = 0;
+  } shape_;
+  // Workers dropped by a replan: kept (never called again) so that a heartbeat still holding a
+  // pointer to one does not reach freed memory.
+  std::vector<std::unique_ptr<exec::StageExecutor>> retired_;
 
   std::mutex mu_;
-  mutable std::mutex health_mu_;
+  mutable std::mutex health_mu_;     // guards health_, plan_ and nodes_ against readers outside mu_
   std::vector<NodeHealth> health_;  // per worker (nodes_[1..])
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> resets_{0};

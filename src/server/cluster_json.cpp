@@ -33,7 +33,7 @@ nlohmann::json decision_json(const plan::Plan& p, const plan::Decision& d) {
 
 nlohmann::json cluster_json(const runtime::Engine& engine, const Scheduler& scheduler, const std::string& model_id) {
   using nlohmann::json;
-  const plan::Plan& p = engine.plan();
+  const plan::Plan p = engine.plan_snapshot();
   const auto health = engine.node_health();
   json nodes = json::array();
   for (size_t n = 0; n < p.nodes.size(); ++n) {

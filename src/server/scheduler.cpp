@@ -314,11 +314,22 @@ void Scheduler::fail_active(const Error& error) {
 void Scheduler::interrupt_active(const std::vector<Slot*>& fed, const Error& error) {
   const runtime::ClusterOptions& cluster = engine_.cluster_options();
   if (cluster.failover == runtime::Failover::kOff || !engine_.needs_recovery()) return fail_active(error);
+  // The window runs from the first failure until a decode succeeds again, so a failure that comes
+  // back after every recovery cannot hold the requests for ever.
+  constexpr int32_t kMaxResumes = 3;
+  const auto now = std::chrono::steady_clock::now();
   if (!recover_until_) {
-    recover_started_ = std::chrono::steady_clock::now();
-    recover_until_ = recover_started_ + std::chrono::milliseconds(cluster.recover_timeout_ms);
+    recover_started_ = now;
+    recover_until_ = now + std::chrono::milliseconds(cluster.recover_timeout_ms);
     recover_cause_ = error.message;
+    resumes_ = 0;
+  } else if (resumes_ >= kMaxResumes || now >= *recover_until_) {
+    Error e = error;
+    e.message = fmt::format("{} (it failed again after {} recoveries)", error.message, resumes_);
+    recover_until_.reset();
+    return fail_active(e);
   }
+  recovering_ = true;
   int32_t waiting = 0;
   for (auto& slot : slots_) {
     if (!slot->active() || !slot->prepared) continue;
@@ -336,7 +347,8 @@ bool Scheduler::recovered() {
   Status s = engine_.recover_now();
   if (s.ok()) {
     const double waited = ms_between(recover_started_, std::chrono::steady_clock::now());
-    recover_until_.reset();
+    recovering_ = false;
+    ++resumes_;
     std::lock_guard lock(mu_);
     int32_t resumed = 0;
     for (auto& slot : slots_) {
@@ -356,6 +368,7 @@ bool Scheduler::recovered() {
     e.message = fmt::format("{} (the cluster did not recover within {} ms: {})", recover_cause_,
                             engine_.cluster_options().recover_timeout_ms, e.message);
     recover_until_.reset();
+    recovering_ = false;
     fail_active(e);
     return false;
   }
@@ -531,7 +544,7 @@ Scheduler::Filled Scheduler::fill_batch(model::Batch& batch, std::vector<Slot*>&
 }
 
 void Scheduler::step() {
-  if (recover_until_) {
+  if (recovering_) {
     drop_cancelled_and_prepare_new(/*prepare=*/false);
     if (!recovered()) return;
   }
@@ -556,6 +569,7 @@ void Scheduler::step() {
     interrupt_active(filled.fed, logits.error());
     return;
   }
+  recover_until_.reset();  // the cluster works again: a later failure gets a whole window
   {
     std::lock_guard lock(mu_);
     stats_.decode_seconds += seconds;

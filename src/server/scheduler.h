@@ -188,6 +188,8 @@ class Scheduler {
   uint64_t uses_ = 0;  // assignments so far: slots remember when they were last used
   HostCache host_cache_;  // used by the scheduler's thread only
   // While a failed node's requests wait for the cluster to recover (--failover wait|replan).
+  bool recovering_ = false;
+  int32_t resumes_ = 0;  // recoveries since the last decode that went through
   std::optional<std::chrono::steady_clock::time_point> recover_until_;
   std::chrono::steady_clock::time_point recover_started_;
   std::string recover_cause_;

@@ -40,6 +40,15 @@ TEST(SeqBlob, a_sequence_comes_back_whole) {
   auto plain = decode_seq(encode_seq(no_state));
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE(plain->state.has_value());
+  // A node without attention layers holds no KV rows: empty lists come back empty (under UBSan, the
+  // read of zero bytes into an empty vector was a memcpy to null).
+  SeqBlob empty = b;
+  empty.kv = {};
+  empty.state->checkpoints.push_back({2, {}, {}});
+  auto none = decode_seq(encode_seq(empty));
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  EXPECT_TRUE(none->kv.k.empty());
+  EXPECT_EQ(none->state->checkpoints.size(), 2u);
 }
 
 TEST(SeqBlob, cut_wrong_or_lying_bytes_are_refused) {

@@ -44,7 +44,12 @@ TEST_F(TensorPlan, ts_with_one_value_per_node_puts_this_machine_first) {
   EXPECT_NE(text.find("slices (-sm tensor"), std::string::npos) << text;
   EXPECT_NE(text.find("KV heads 3-3 of 4, FFN rows 192-255 of 256, vocabulary rows 192-255 of 256"), std::string::npos) << text;
   EXPECT_NE(text.find("8 exchanges of 64 floats"), std::string::npos) << text;
-  EXPECT_EQ(p->decisions.back().kind, Decision::Kind::kTensorSplit);
+  ASSERT_EQ(p->decisions.size(), 2u);
+  EXPECT_EQ(p->decisions[0].kind, Decision::Kind::kTensorSplit);
+  // Every plan over workers says what a worker's failure does to the requests in flight.
+  EXPECT_EQ(p->decisions[1].kind, Decision::Kind::kFailover);
+  EXPECT_NE(p->decision_texts()[1].find("--failover replan --recover-timeout 60"), std::string::npos)
+      << p->decision_texts()[1];
 }
 
 TEST_F(TensorPlan, ts_over_the_workers_leaves_this_machine_coordinating) {
@@ -118,7 +123,7 @@ TEST(TensorPlanExperts, the_plan_gives_the_cost_of_whole_experts) {
     busiest += ways * std::max(x, k - x), total += ways;
   }
   const std::string want = fmt::format("the busiest member would run {:.2f} of a token's {} experts", busiest / total, k);
-  const std::string& detail = p->decisions.back().why;
+  const std::string& detail = p->decisions.front().why;
   EXPECT_NE(detail.find(want), std::string::npos) << detail;
   EXPECT_NE(detail.find(fmt::format("{:.2f}x the {:.2f} expert-equivalents", busiest / total / (k / 2.0), k / 2.0)),
             std::string::npos) << detail;
@@ -139,7 +144,7 @@ TEST(TensorPlanExperts, whole_experts_are_planned_when_asked_with_their_cost) {
   EXPECT_EQ(p->node_stages[2].shard.experts, (model::Range{half, hp.n_expert}));
   EXPECT_NE(p->slices[2].find(fmt::format("whole experts {}-{} of {}", half, hp.n_expert - 1, hp.n_expert)), std::string::npos)
       << p->slices[2];
-  EXPECT_NE(p->decisions.back().why.find("handed out whole"), std::string::npos) << p->decisions.back().why;
+  EXPECT_NE(p->decisions.front().why.find("handed out whole"), std::string::npos) << p->decisions.front().why;
   // Each member holds half the experts' bytes, and reads per token its expected share of them.
   auto rows = make_plan(**m, two_workers(), [&] { Request q = r; q.expert_split = model::ExpertSplit::kRows; return q; }());
   ASSERT_TRUE(rows.ok());

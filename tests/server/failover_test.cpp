@@ -81,14 +81,16 @@ double metric(const Server& server, const std::string& name) {
   return -1;
 }
 
-// Kills worker `victim` after the 20th streamed event and starts it again on its port after `down`.
-void kill_mid_stream_and_expect_the_same_text(const std::vector<std::string>& split_flags, int victim) {
+// Kills worker `victim` after the 20th streamed event; with --failover wait it is started again on its
+// port 1.5 s later, with replan it never comes back and the other two nodes take the model.
+void kill_mid_stream_and_expect_the_same_text(const std::vector<std::string>& split_flags, int victim,
+                                              const std::string& failover) {
   if (model_path().empty()) return;
   testing::TestCluster cluster(2, 1, "failover");
   ASSERT_TRUE(cluster.ok()) << cluster.error();
   std::vector<std::string> args = {"-m", model_path(), "-c", "2048", "--token-file", cluster.token_file(),
                                    "--rpc", cluster.endpoints()[0] + "," + cluster.endpoints()[1], "--rpc-timeout",
-                                   "3000", "--failover", "wait", "--recover-timeout", "60", "--no-cache-prompt"};
+                                   "3000", "--failover", failover, "--recover-timeout", "60", "--no-cache-prompt"};
   args.insert(args.end(), split_flags.begin(), split_flags.end());
   Server server(args, "failover");
   ASSERT_TRUE(server.ok()) << server.log();
@@ -102,8 +104,10 @@ void kill_mid_stream_and_expect_the_same_text(const std::vector<std::string>& sp
   std::thread streamer([&] { got = stream(server, [&](int n) { events.store(n); }); });
   while (events.load() < 20 && !got.done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   cluster.worker(victim).kill(SIGKILL);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  EXPECT_TRUE(cluster.restart(victim));
+  if (failover == "wait") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    EXPECT_TRUE(cluster.restart(victim));
+  }
   streamer.join();
   EXPECT_GT(events.load(), 20);
   EXPECT_TRUE(got.error.empty()) << got.error << "\n" << server.log();
@@ -111,14 +115,27 @@ void kill_mid_stream_and_expect_the_same_text(const std::vector<std::string>& sp
   EXPECT_EQ(got.text, want);
   EXPECT_EQ(metric(server, "strata_requests_resumed_total"), 1) << server.log();
   EXPECT_NE(server.log().find("request(s) wait up to"), std::string::npos);
+  const bool replanned = server.log().find("failover: planning again without " + cluster.endpoints()[victim]) != std::string::npos;
+  EXPECT_EQ(replanned, failover == "replan") << server.log();
+  if (failover == "replan") {  // the worker's process is gone for good: nothing to stop at the end
+    ASSERT_TRUE(cluster.restart(victim));
+  }
 }
 
 TEST(Failover, a_killed_layer_worker_comes_back_and_the_stream_goes_on_to_the_same_text) {
-  kill_mid_stream_and_expect_the_same_text({"-ts", "1,1,1"}, 1);
+  kill_mid_stream_and_expect_the_same_text({"-ts", "1,1,1"}, 1, "wait");
 }
 
 TEST(Failover, a_killed_tensor_member_comes_back_and_the_stream_goes_on_to_the_same_text) {
-  kill_mid_stream_and_expect_the_same_text({"-sm", "tensor", "-ts", "1,1,1"}, 0);
+  kill_mid_stream_and_expect_the_same_text({"-sm", "tensor", "-ts", "1,1,1"}, 0, "wait");
+}
+
+TEST(Failover, without_the_killed_layer_worker_the_others_take_its_layers_and_the_stream_goes_on) {
+  kill_mid_stream_and_expect_the_same_text({"-ts", "1,1,1"}, 0, "replan");
+}
+
+TEST(Failover, without_the_killed_tensor_member_the_group_is_sliced_again_and_the_stream_goes_on) {
+  kill_mid_stream_and_expect_the_same_text({"-sm", "tensor", "-ts", "1,1,1"}, 1, "replan");
 }
 
 }  // namespace
