@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
-"""Soak test of `strata serve` over two workers (not part of CTest: it takes minutes).
+"""Soak tests of `strata serve` over loopback workers (not part of CTest: they take minutes).
 
-    scripts/soak.py [--requests 10000] [--clients 8] [--binary build/src/cli/strata] [--model M]
+    scripts/soak.py cluster [--minutes 30] [--workers 3] [--split layer|tensor] [--np 4] [--clients 8]
+                            [--kill-every 300] [--down 10] [--stop 10] [--failover wait]
+    scripts/soak.py long-context [--tokens 200000] [--ctx 262144] [--turn-tokens 8000]
 
-Starts two `strata worker` processes and a server over them on loopback, then sends a bounded number
-of requests from several client threads: streamed, non-streamed, cancelled mid-way (the client
-closes the connection) and malformed. Half-way through one worker is killed with SIGKILL and
-restarted on its port. The server must never die; every request must get an answer (a result or an
-error object), a malformed one a 4xx. Prints the requests by outcome and the server's resident
-memory at start, after warm-up and at the end (growth after warm-up must stay under 10%).
+cluster: a coordinator and N workers under a mixed load (streamed, non-streamed, cancelled mid-way,
+malformed) for the given time. Every --kill-every seconds one worker is killed with SIGKILL and
+started again --down seconds later; half-way between, another is stopped with SIGSTOP for --stop
+seconds (hung, not dead) and then continued. The server must never die and never deadlock; every
+request must get an answer (a result, or an error object naming why), a malformed one a 4xx.
+Prints requests by phase and outcome, p50/p99 latency per phase, the server's resumed and failed
+counts, and each process's resident memory, descriptors and threads at warm-up and at the end.
+
+long-context: one conversation on a small hybrid (Gated DeltaNet + attention) model over two
+workers, grown turn by turn to --tokens at -c --ctx with the prompt cache: each turn must compute
+only its new tokens, its time per new token must stay flat, and no process may grow (RSS under 5%
+after warm-up, no descriptor or thread growth).
+
 Only loopback addresses are used; every loop is bounded.
 """
 import argparse
@@ -18,37 +27,36 @@ import os
 import random
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections import Counter
-
-samples = {}  # one response body per error outcome
+from collections import Counter, defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def rss_kib(pid):
+# ---- processes --------------------------------------------------------------------------------
+
+def proc_facts(pid):
+    """Resident MiB, open descriptors and threads of a live process."""
+    rss, threads = 0, 0
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+                rss = int(line.split()[1]) / 1024
+            elif line.startswith("Threads:"):
+                threads = int(line.split()[1])
+    return {"rss_mib": round(rss, 1), "fds": len(os.listdir(f"/proc/{pid}/fd")), "threads": threads}
 
 
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def start_worker(binary, port, token_file, log):
-    return subprocess.Popen([binary, "worker", "-H", "127.0.0.1", "-p", str(port), "-t", "1",
-                             "--token-file", token_file, "--cache-dir", os.path.join(log.name + ".cache")],
-                            stdout=log, stderr=log)
 
 
 def wait_for(cond, seconds):
@@ -60,30 +68,123 @@ def wait_for(cond, seconds):
     return False
 
 
-def request_kinds():
+class Cluster:
+    """Workers on fixed loopback ports and a server over them."""
+
+    def __init__(self, binary, n_workers, tmp):
+        self.binary, self.tmp = binary, tmp
+        self.token_file = os.path.join(tmp, "token")
+        with open(self.token_file, "w") as f:
+            f.write("soak-%d\n" % random.randrange(1 << 40))
+        os.chmod(self.token_file, 0o600)
+        self.ports = [free_port() for _ in range(n_workers)]
+        self.workers = [self.start_worker(i) for i in range(n_workers)]
+        self.server = None
+        time.sleep(1.0)
+
+    def log(self, name):
+        return open(os.path.join(self.tmp, name), "a")
+
+    def start_worker(self, i):
+        return subprocess.Popen([self.binary, "worker", "-H", "127.0.0.1", "-p", str(self.ports[i]), "-t", "1",
+                                 "--token-file", self.token_file, "--cache-dir", os.path.join(self.tmp, f"cache{i}")],
+                                stdout=self.log(f"worker{i}.log"), stderr=subprocess.STDOUT)
+
+    def start_server(self, args):
+        ready = os.path.join(self.tmp, "ready")
+        self.server = subprocess.Popen(
+            [self.binary, "serve", "--port", "0", "--ready-file", ready, "--token-file", self.token_file,
+             "--rpc", ",".join(f"127.0.0.1:{p}" for p in self.ports)] + args,
+            stdout=self.log("server.log"), stderr=subprocess.STDOUT)
+        if not wait_for(lambda: os.path.exists(ready) and os.path.getsize(ready) > 0, 600):
+            sys.exit("server did not become ready; see " + os.path.join(self.tmp, "server.log"))
+        self.port = int(open(ready).read().strip().rsplit(":", 1)[1])
+
+    def facts(self):
+        out = {"server": proc_facts(self.server.pid)}
+        for i, w in enumerate(self.workers):
+            if w.poll() is None:
+                try:
+                    out[f"worker{i} (pid {w.pid})"] = proc_facts(w.pid)
+                except FileNotFoundError:
+                    pass
+        return out
+
+    def stop(self):
+        procs = [p for p in [self.server] + self.workers if p]
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def http_json(port, method, path, body=None, timeout=600):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, json.dumps(body) if body is not None else None,
+                     {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        data = r.read()
+        return r.status, data
+    finally:
+        conn.close()
+
+
+def metrics(port):
+    status, data = http_json(port, "GET", "/metrics", timeout=10)
+    out = {}
+    for line in data.decode().splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.partition(" ")
+            try:
+                out[name] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+def print_facts(title, facts):
+    print(title)
+    for name, f in facts.items():
+        print(f"  {name}: RSS {f['rss_mib']} MiB, {f['fds']} descriptors, {f['threads']} threads")
+
+
+def percentile(values, p):
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+# ---- cluster soak -----------------------------------------------------------------------------
+
+MALFORMED = ['{"messages": [', '{"messages": 5}', '[' * 5000 + ']' * 5000, '{"prompt": "x", "max_tokens": -3}',
+             '{"messages":[{"role":"user","content":[{"type":1}]}]}', 'not json at all']
+
+
+def one_request(port, kind, rng):
+    """(outcome, seconds, sample body) of one request of this kind."""
     chat = {"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 24}
     completion = {"prompt": "Once upon a time", "max_tokens": 24}
-    malformed = ['{"messages": [', '{"messages": 5}', '[' * 5000 + ']' * 5000, '{"prompt": "x", "max_tokens": -3}',
-                 '{"messages":[{"role":"user","content":[{"type":1}]}]}', 'not json at all']
-    return chat, completion, malformed
-
-
-def one_request(port, kind, rng, outcomes, lock, phase):
-    chat, completion, malformed = request_kinds()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    start = time.time()
+    sample = b""
     try:
         if kind == "malformed":
-            body = rng.choice(malformed)
-            conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+            conn.request("POST", "/v1/chat/completions", rng.choice(MALFORMED), {"Content-Type": "application/json"})
             r = conn.getresponse()
             data = r.read()
-            ok = 400 <= r.status < 500 and b'"error"' in data
-            outcome = "malformed: 4xx" if ok else f"malformed: unexpected {r.status}"
+            outcome = "4xx" if 400 <= r.status < 500 and b'"error"' in data else f"UNEXPECTED {r.status}"
         elif kind == "cancelled":
             body = dict(completion, max_tokens=2000, stream=True, ignore_eos=True)
             conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
             r = conn.getresponse()
-            r.read1(64) if hasattr(r, "read1") else r.read(64)
+            r.read1(64)
             outcome = "cancelled mid-way"
         else:
             stream = kind == "streamed"
@@ -93,136 +194,241 @@ def one_request(port, kind, rng, outcomes, lock, phase):
             conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
             r = conn.getresponse()
             data = r.read()
-            if r.status == 200 and (not stream or b"[DONE]" in data):
-                outcome = f"{kind}: ok"
+            if r.status == 200 and b'"error"' not in data and (not stream or b"[DONE]" in data):
+                outcome = "ok"
             elif b'"error"' in data:
-                outcome = f"{kind}: error object ({r.status})"  # e.g. a worker was down
-                with lock:
-                    samples.setdefault((phase, outcome), data[-300:])
+                outcome, sample = f"error object ({r.status})", data[-300:]
             else:
-                outcome = f"{kind}: NO ANSWER ({r.status})"
+                outcome = f"NO ANSWER ({r.status})"
     except (OSError, http.client.HTTPException) as e:
-        outcome = f"{kind}: connection failed ({type(e).__name__})"
+        outcome = f"CONNECTION FAILED ({type(e).__name__})"
     finally:
         conn.close()
-    with lock:
-        outcomes[(phase, outcome)] += 1
+    return f"{kind}: {outcome}", time.time() - start, sample
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=10000)
-    ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--binary", default=os.path.join(ROOT, "build/src/cli/strata"))
-    ap.add_argument("--model", default=os.path.join(ROOT, "../shared/models/stories260K.gguf"))
-    args = ap.parse_args()
+class Faults:
+    """The kill/restart and stop/continue schedule, and the phase a request starts in."""
 
+    def __init__(self, cluster, args):
+        self.c, self.args = cluster, args
+        self.phase = "steady"
+        self.events = []
+        self.lock = threading.Lock()
+        self.t0 = time.time()
+
+    def say(self, what):
+        with self.lock:
+            self.events.append(f"{time.time() - self.t0:7.1f} s  {what}")
+            print(self.events[-1], flush=True)
+
+    def set_phase(self, p):
+        with self.lock:
+            self.phase = p
+
+    def healthy(self):
+        try:
+            return http_json(self.c.port, "GET", "/health", timeout=5)[0] == 200
+        except (OSError, http.client.HTTPException):
+            return False
+
+    def run(self, end):
+        n = len(self.c.workers)
+        victim, stopped = n - 1, 0 if n > 1 else None
+        next_kill = self.t0 + self.args.kill_every
+        next_stop = self.t0 + self.args.kill_every / 2
+        while time.time() < end:
+            now = time.time()
+            if now >= next_kill:
+                self.c.workers[victim].send_signal(signal.SIGKILL)
+                self.c.workers[victim].wait()
+                self.set_phase("worker killed")
+                self.say(f"SIGKILL worker{victim}")
+                time.sleep(self.args.down)
+                self.c.workers[victim] = self.c.start_worker(victim)
+                self.say(f"worker{victim} started again")
+                self.await_recovery()
+                next_kill += self.args.kill_every
+            elif stopped is not None and stopped != victim and now >= next_stop:
+                self.c.workers[stopped].send_signal(signal.SIGSTOP)
+                self.set_phase("worker stopped")
+                self.say(f"SIGSTOP worker{stopped}")
+                time.sleep(self.args.stop)
+                self.c.workers[stopped].send_signal(signal.SIGCONT)
+                self.say(f"SIGCONT worker{stopped}")
+                self.await_recovery()
+                next_stop += self.args.kill_every
+            time.sleep(0.2)
+
+    def await_recovery(self):
+        ok = wait_for(self.healthy, 120)
+        self.say("/health 200 again" if ok else "/health NOT 200 within 120 s")
+        self.set_phase("steady")
+
+
+def soak_cluster(args):
     tmp = tempfile.mkdtemp(prefix="strata-soak-")
-    token_file = os.path.join(tmp, "token")
-    with open(token_file, "w") as f:
-        f.write("soak-%d\n" % random.randrange(1 << 40))
-    os.chmod(token_file, 0o600)
-    logs = [open(os.path.join(tmp, n), "w") for n in ("worker0.log", "worker1.log", "server.log")]
-    ports = [free_port(), free_port()]
-    workers = [start_worker(args.binary, p, token_file, logs[i]) for i, p in enumerate(ports)]
-    time.sleep(1.0)
-    ready = os.path.join(tmp, "ready")
-    server = subprocess.Popen([args.binary, "serve", "-m", args.model, "-c", "4096", "-np", "4", "--port", "0",
-                               "--ready-file", ready, "--rpc", ",".join(f"127.0.0.1:{p}" for p in ports),
-                               "-ts", "1,1,1", "--token-file", token_file, "--rpc-timeout", "5000"],
-                              stdout=logs[2], stderr=logs[2])
+    print(f"logs in {tmp}")
+    c = Cluster(args.binary, args.workers, tmp)
     try:
-        if not wait_for(lambda: os.path.exists(ready) and os.path.getsize(ready) > 0, 120):
-            sys.exit("server did not become ready; see " + logs[2].name)
-        port = int(open(ready).read().strip().rsplit(":", 1)[1])
-        rss = {"start": rss_kib(server.pid)}
-        outcomes, lock = Counter(), threading.Lock()
-        kinds = ["non-streamed"] * 45 + ["streamed"] * 35 + ["cancelled"] * 10 + ["malformed"] * 10
-        counter = iter(range(args.requests))
-        counter_lock = threading.Lock()
-        warm_at, kill_at = args.requests // 10, args.requests // 2
-        restart_at = kill_at + args.requests // 10
-        events = {}
-
-        started = [0]
-
-        def watch_health():
-            deadline = time.time() + 60
-            while time.time() < deadline:
-                try:
-                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                    conn.request("GET", "/health")
-                    if conn.getresponse().status == 200:
-                        with counter_lock:
-                            events["/health 200 again at request"] = started[0]
-                        return
-                except (OSError, http.client.HTTPException):
-                    pass
-                time.sleep(0.1)
+        ts = ",".join(["1"] * (args.workers + 1))
+        c.start_server(["-m", args.model, "-c", str(1024 * args.np), "-np", str(args.np), "-sm", args.split,
+                        "-ts", ts, "--rpc-timeout", "5000", "--failover", args.failover, "--recover-timeout", "60"])
+        faults = Faults(c, args)
+        results = defaultdict(Counter)
+        latency = defaultdict(list)
+        samples = {}
+        lock = threading.Lock()
+        end = time.time() + args.minutes * 60
+        warm = {}
 
         def client(seed):
             rng = random.Random(seed)
-            while True:
-                with counter_lock:
-                    i = next(counter, None)
-                    if i is None:
-                        return
-                    if i == warm_at:
-                        rss["after warm-up"] = rss_kib(server.pid)
-                    if i == kill_at:
-                        workers[1].send_signal(signal.SIGKILL)
-                        workers[1].wait()
-                        events["killed worker 1 at request"] = i
-                    if i == restart_at:
-                        workers[1] = start_worker(args.binary, ports[1], token_file, logs[1])
-                        events["restarted worker 1 at request"] = i
-                        threading.Thread(target=watch_health, daemon=True).start()
-                    started[0] = i
-                    recovered = events.get("/health 200 again at request")
-                    phase = "1 before the kill" if i < kill_at else \
-                        "3 after /health is 200 again" if recovered is not None and i > recovered + args.clients else \
-                        "2 worker down or recovering"
-                if server.poll() is not None:
-                    sys.exit("THE SERVER DIED (exit %s); see %s" % (server.returncode, logs[2].name))
-                one_request(port, rng.choice(kinds), rng, outcomes, lock, phase)
+            kinds = ["non-streamed"] * 45 + ["streamed"] * 35 + ["cancelled"] * 10 + ["malformed"] * 10
+            while time.time() < end:
+                if c.server.poll() is not None:
+                    return
+                phase = faults.phase
+                outcome, seconds, sample = one_request(c.port, rng.choice(kinds), rng)
+                with lock:
+                    results[phase][outcome] += 1
+                    if outcome.endswith(": ok"):
+                        latency[phase].append(seconds)
+                    if sample:
+                        samples.setdefault((phase, outcome), sample)
 
-        start = time.time()
         threads = [threading.Thread(target=client, args=(s,)) for s in range(args.clients)]
         for t in threads:
             t.start()
+        time.sleep(min(30, args.minutes * 6))
+        warm = c.facts()
+        faults.run(end)
         for t in threads:
-            t.join()
-        seconds = time.time() - start
-        alive = server.poll() is None
-        rss["end"] = rss_kib(server.pid) if alive else 0
-        print(f"{args.requests} requests from {args.clients} clients in {seconds:.1f} s; server alive: {alive}")
-        for k, v in events.items():
-            print(f"  {k} {v}")
-        for (phase, outcome), n in sorted(outcomes.items()):
-            print(f"  {phase}: {outcome}: {n}")
+            t.join(timeout=600)
+        hung = sum(t.is_alive() for t in threads)
+        alive = c.server.poll() is None
+        final = c.facts() if alive else {}
+        m = metrics(c.port) if alive else {}
+        total = sum(sum(r.values()) for r in results.values())
+        print(f"\n{total} requests from {args.clients} clients in {args.minutes} min over {args.workers} workers "
+              f"(-sm {args.split}, -np {args.np}, --failover {args.failover}); server alive: {alive}; "
+              f"clients still waiting: {hung}")
+        for e in faults.events:
+            print("  " + e)
+        for phase in sorted(results):
+            lat = latency[phase]
+            print(f"  phase '{phase}': p50 {percentile(lat, 50) * 1000:.0f} ms, p99 {percentile(lat, 99) * 1000:.0f} ms "
+                  f"over {len(lat)} answered")
+            for outcome, n in sorted(results[phase].items()):
+                print(f"    {outcome}: {n}")
         for (phase, outcome), body in sorted(samples.items()):
             print(f"  e.g. {phase}: {outcome}: {body.decode(errors='replace').strip()[-200:]}")
-        print("server RSS (MiB): " + ", ".join(f"{k} {v / 1024:.1f}" for k, v in rss.items()))
-        growth = (rss["end"] - rss["after warm-up"]) / max(1, rss["after warm-up"])
-        print(f"growth after warm-up: {100 * growth:.1f}%")
-        bad = [o for p, o in outcomes if "NO ANSWER" in o or "unexpected" in o or "connection failed" in o]
-        # With the worker back, the cluster must serve again.
-        bad += [o for p, o in outcomes if p.startswith("3") and "error object" in o]
-        if "/health 200 again at request" not in events:
-            # Not one of the soak's criteria (the fault tests check recovery), but worth saying.
-            print("WARNING: the cluster did not report /health 200 again before the last request")
-        if not alive or bad or growth >= 0.10:
+        for k in ("strata_requests_resumed_total", "strata_recoveries_total", "strata_requests_failed_total",
+                  "strata_requests_cancelled_total"):
+            print(f"  {k}: {m.get(k, 'n/a')}")
+        print_facts("after warm-up:", warm)
+        print_facts("at the end:", final)
+        bad = [o for r in results.values() for o in r if "NO ANSWER" in o or "UNEXPECTED" in o or "CONNECTION" in o]
+        growth = (final["server"]["rss_mib"] - warm["server"]["rss_mib"]) / warm["server"]["rss_mib"] if alive else 1
+        print(f"server RSS growth after warm-up: {100 * growth:.1f}%")
+        if not alive or hung or bad or growth >= 0.10:
             sys.exit("soak FAILED")
         print("soak passed")
     finally:
-        for p in [server] + workers:
-            if p.poll() is None:
-                p.terminate()
-        for p in [server] + workers:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        c.stop()
+
+
+# ---- long context -----------------------------------------------------------------------------
+
+def tiny_hybrid(binary, ctx, tmp):
+    """A small Qwen3.5-MoE-shaped model (one attention layer in four) with a long training context."""
+    path = os.path.join(tmp, "hybrid-long.gguf")
+    subprocess.run([binary, "synth", "--arch", "qwen35moe", "--layers", "4", "--embd", "128", "--heads", "4",
+                    "--kv-heads", "2", "--head-dim", "32", "--experts", "8", "--experts-used", "2", "--expert-ff", "64",
+                    "--full-attn-interval", "4", "--ctx", str(ctx), "-o", path], check=True, stdout=subprocess.DEVNULL)
+    return path
+
+
+def soak_long_context(args):
+    tmp = tempfile.mkdtemp(prefix="strata-long-")
+    print(f"logs in {tmp}")
+    model = args.model or tiny_hybrid(args.binary, args.ctx, tmp)
+    c = Cluster(args.binary, 2, tmp)
+    words = "the a cat dog ran over hill sun tree river small big red blue old new house road time day".split()
+    rng = random.Random(7)
+    try:
+        c.start_server(["-m", model, "-c", str(args.ctx), "-np", "1", "-ts", "1,1,1", "--rpc-timeout", "600000"])
+        text, turns, warm = "", [], None
+        while True:
+            text += " ".join(rng.choice(words) for _ in range(args.turn_tokens)) + "\n"
+            start = time.time()
+            status, data = http_json(c.port, "POST", "/v1/completions",
+                                     {"prompt": text, "max_tokens": 8, "temperature": 0, "cache_prompt": True})
+            seconds = time.time() - start
+            if status != 200:
+                sys.exit(f"turn {len(turns)} failed ({status}): {data[-300:]!r}")
+            j = json.loads(data)
+            t = j["timings"]
+            n_prompt = j["usage"]["prompt_tokens"]
+            turns.append({"prompt": n_prompt, "computed": t["prompt_n"], "seconds": seconds,
+                          "ms_per_new": 1000 * seconds / max(1, t["prompt_n"])})
+            text += j["choices"][0]["text"]
+            print(f"turn {len(turns) - 1}: {n_prompt} tokens, computed {t['prompt_n']} in {seconds:.2f} s "
+                  f"({turns[-1]['ms_per_new']:.3f} ms per new token)", flush=True)
+            if len(turns) == 2:
+                warm = c.facts()
+            if n_prompt + 2 * args.turn_tokens >= min(args.tokens, args.ctx - 64):
+                break
+        final = c.facts()
+        print_facts("after warm-up (turn 1):", warm)
+        print_facts("at the end:", final)
+        later = turns[2:]
+        early = statistics.median(t["ms_per_new"] for t in turns[1:4])
+        last = statistics.median(t["ms_per_new"] for t in turns[-3:])
+        print(f"ms per new token: turns 1-3 median {early:.3f}, last three median {last:.3f} ({last / early:.2f}x)")
+        failed = [t for t in later if t["computed"] > 2 * args.turn_tokens]
+        bad = []
+        for name, f in final.items():
+            w = warm.get(name)
+            if not w:
+                continue
+            if (f["rss_mib"] - w["rss_mib"]) / w["rss_mib"] >= 0.05:
+                bad.append(f"{name} RSS grew {w['rss_mib']} -> {f['rss_mib']} MiB")
+            if f["fds"] > w["fds"] or f["threads"] > w["threads"]:
+                bad.append(f"{name} descriptors {w['fds']} -> {f['fds']}, threads {w['threads']} -> {f['threads']}")
+        if failed:
+            bad.append(f"{len(failed)} turn(s) computed more than their new tokens")
+        for b in bad:
+            print("  " + b)
+        if bad:
+            sys.exit("long-context soak FAILED")
+        print("long-context soak passed")
+    finally:
+        c.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default=os.path.join(ROOT, "build/src/cli/strata"))
+    sub = ap.add_subparsers(dest="mode", required=True)
+    cl = sub.add_parser("cluster")
+    cl.add_argument("--model", default=os.path.join(ROOT, "../shared/models/stories260K.gguf"))
+    cl.add_argument("--minutes", type=float, default=30)
+    cl.add_argument("--workers", type=int, default=3)
+    cl.add_argument("--split", choices=["layer", "tensor"], default="layer")
+    cl.add_argument("--np", type=int, default=4)
+    cl.add_argument("--clients", type=int, default=8)
+    cl.add_argument("--kill-every", type=float, default=300)
+    cl.add_argument("--down", type=float, default=10)
+    cl.add_argument("--stop", type=float, default=10)
+    cl.add_argument("--failover", choices=["off", "wait", "replan"], default="wait")
+    lc = sub.add_parser("long-context")
+    lc.add_argument("--model", default="", help="default: a small hybrid model made with `strata synth`")
+    lc.add_argument("--tokens", type=int, default=200000)
+    lc.add_argument("--ctx", type=int, default=262144)
+    lc.add_argument("--turn-tokens", type=int, default=8000)
+    args = ap.parse_args()
+    soak_cluster(args) if args.mode == "cluster" else soak_long_context(args)
 
 
 if __name__ == "__main__":

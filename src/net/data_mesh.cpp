@@ -28,6 +28,16 @@
 namespace strata::net {
 namespace {
 
+// The numeric form accept() reports, an IPv4-mapped IPv6 address as plain IPv4.
+std::string numeric(const sockaddr* addr, socklen_t len) {
+  char host[NI_MAXHOST] = {};
+  if (::getnameinfo(addr, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0) return "";
+  std::string out = host;
+  if (out.rfind("::ffff:", 0) == 0 && out.find('.') != std::string::npos) out = out.substr(7);
+  return out;
+}
+
+
 using Clock = std::chrono::steady_clock;
 // 16 bytes; 2: frames carry their send time; 3: frames are exchanges or messages
 constexpr std::string_view kMagic = "STRATA-MESH/3\n\0\0";
@@ -210,6 +220,7 @@ AcceptResult accept_links(const MeshListener& listener, int32_t self, const std:
   AcceptResult r;
   std::vector<int> pending;  // fds being handshaken
   std::vector<std::thread> threads;
+  int64_t foreign = 0;  // connections from other hosts, logged once
   auto finish = [&](int fd, Result<uint32_t> from) {
     std::lock_guard lock(mu);
     std::erase(pending, fd);
@@ -231,8 +242,15 @@ AcceptResult accept_links(const MeshListener& listener, int32_t self, const std:
     const int left = remaining_ms(deadline);
     if (left == 0) break;
     if (::poll(&pfd, 1, std::min(left, 20)) != 1) continue;  // wakes now and then to see the links in
-    const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof peer;
+    const int fd = ::accept4(listener.fd(), reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) continue;
+    if (const std::string from = numeric(reinterpret_cast<sockaddr*>(&peer), peer_len); !listener.allows(from)) {
+      if (++foreign == 1) spdlog::warn("data link: closed a connection from {}, not a member's host", from);
+      ::close(fd);
+      continue;
+    }
     std::lock_guard lock(mu);
     if (pending.size() >= kMaxPending) {
       ::close(fd);
@@ -254,6 +272,43 @@ AcceptResult accept_links(const MeshListener& listener, int32_t self, const std:
 }  // namespace
 
 MeshListener::~MeshListener() { ::close(fd_); }
+
+Status MeshListener::allow_only(const std::vector<std::string>& hosts) {
+  std::vector<std::string> allowed;
+  for (const std::string& host : hosts) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (host.empty() || host.size() > 255 || ::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) {
+      return make_error("data link: cannot resolve mesh member host '{}'", host.substr(0, 64));
+    }
+    for (addrinfo* a = res; a; a = a->ai_next) allowed.push_back(numeric(a->ai_addr, a->ai_addrlen));
+    ::freeaddrinfo(res);
+  }
+  allowed_ = std::move(allowed);
+  return {};
+}
+
+bool MeshListener::allows(const std::string& address) const {
+  return allowed_.empty() || std::find(allowed_.begin(), allowed_.end(), address) != allowed_.end();
+}
+
+std::string grpc_peer_address(const std::string& peer) {
+  std::string rest;
+  if (peer.rfind("ipv4:", 0) == 0 || peer.rfind("ipv6:", 0) == 0) rest = peer.substr(5);
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos) return "";
+  rest = rest.substr(0, colon);
+  for (const char* bracket : {"%5B", "%5b", "["}) {
+    if (rest.rfind(bracket, 0) == 0) rest = rest.substr(std::strlen(bracket));
+  }
+  for (const char* bracket : {"%5D", "%5d", "]"}) {
+    const size_t n = std::strlen(bracket);
+    if (rest.size() >= n && rest.compare(rest.size() - n, n, bracket) == 0) rest.resize(rest.size() - n);
+  }
+  if (rest.rfind("::ffff:", 0) == 0 && rest.find('.') != std::string::npos) rest = rest.substr(7);
+  return rest;
+}
 
 Result<std::unique_ptr<MeshListener>> MeshListener::open(const std::string& host) {
   addrinfo hints{};

@@ -38,12 +38,21 @@ class MeshListener {
   MeshListener& operator=(const MeshListener&) = delete;
   int port() const { return port_; }
   int fd() const { return fd_; }
+  // From the next join on, connections from other addresses are closed unread. `hosts` are names
+  // or numeric addresses (each resolved here); empty: any address. An unresolvable name is an error.
+  Status allow_only(const std::vector<std::string>& hosts);
+  bool allows(const std::string& numeric_address) const;
 
  private:
   MeshListener(int fd, int port) : fd_(fd), port_(port) {}
   int fd_;
   int port_;
+  std::vector<std::string> allowed_;  // numeric addresses; empty: any
 };
+
+// The numeric address of a gRPC peer string ("ipv4:10.0.0.2:5000", "ipv6:[::1]:5000"); empty when
+// it is not an IP peer.
+std::string grpc_peer_address(const std::string& peer);
 
 // The key both ends of every link prove: HMAC-SHA256(token, "strata mesh" | secret), where secret is
 // the coordinator's random bytes for this load (sent over the authenticated control plane).

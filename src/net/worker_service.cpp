@@ -346,7 +346,7 @@ Status WorkerService::JoinMesh(grpc::ServerContext* ctx, grpc::ServerReader<v1::
   if (!session) return error_status(StatusCode::NOT_FOUND, "unknown session '" + message.session() + "'");
   std::lock_guard control(session->control);
   session->stop_stepper();
-  if (auto s = join_mesh(*session, message); !s.ok()) return s;
+  if (auto s = join_mesh(*session, message, ctx->peer()); !s.ok()) return s;
   if (message.steps_over_link()) {
     session->stop_steps.store(false);
     session->steps_over_link.store(true);
@@ -358,7 +358,7 @@ Status WorkerService::JoinMesh(grpc::ServerContext* ctx, grpc::ServerReader<v1::
   return Status::OK;
 }
 
-Status WorkerService::join_mesh(Session& session, const v1::MeshSpec& message) {
+Status WorkerService::join_mesh(Session& session, const v1::MeshSpec& message, const std::string& peer) {
   std::lock_guard lock(session.mu);
   const model::Shard& shard = session.stage.config.shard;
   if (!session.runner || !shard.split() || !session.listener) {
@@ -386,6 +386,21 @@ Status WorkerService::join_mesh(Session& session, const v1::MeshSpec& message) {
     }
     const std::string where = endpoint.empty() ? "the coordinator" : endpoint.substr(0, 64);
     members.push_back({m == shard.index ? "this worker" : fmt::format("member {} ({})", m, where), endpoint});
+  }
+  // Links are accepted only from the earlier members' hosts: a worker's from its endpoint, the
+  // coordinator's (no endpoint) as this call came from it. A peer that is not an IP (an in-process
+  // channel) leaves the listener open to any address.
+  std::vector<std::string> earlier;
+  bool known = true;
+  for (int32_t m = 0; m < shard.index; ++m) {
+    std::string host = message.members(m).empty() ? grpc_peer_address(peer)
+                                                  : message.members(m).substr(0, message.members(m).rfind(':'));
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    known &= !host.empty();
+    earlier.push_back(std::move(host));
+  }
+  if (auto s = session.listener->allow_only(known ? earlier : std::vector<std::string>{}); !s.ok()) {
+    return error_status(StatusCode::INVALID_ARGUMENT, s.error().message);
   }
   session.runner->set_collective(nullptr);
   session.mesh.reset();

@@ -57,7 +57,7 @@ class WorkerService final : public v1::Worker::Service {
   std::shared_ptr<v1::Worker::Stub> next_hop(Session& session, const std::string& endpoint);
   grpc::Status run_hop(Session& session, const v1::ForwardRequest& req, std::vector<float>& hidden,
                        v1::ForwardReply* reply);
-  grpc::Status join_mesh(Session& session, const v1::MeshSpec& message);
+  grpc::Status join_mesh(Session& session, const v1::MeshSpec& message, const std::string& peer);
   void take_steps(Session& session);
   grpc::Status reply_logits(const v1::ForwardRequest& req, const model::Batch& batch, const float* hidden,
                             model::StageRunner& runner, v1::ForwardReply* reply);

@@ -166,6 +166,47 @@ TEST(DataMesh, idle_connections_on_the_listener_do_not_keep_the_members_out) {
   EXPECT_LT(s, 4.0);
 }
 
+// A listener limited to the earlier members' hosts closes other connections unread: one from
+// 127.0.0.2 is closed while the member from 127.0.0.1 joins; allowing only another host keeps the
+// member out too.
+TEST(DataMesh, connections_from_other_hosts_are_closed_and_the_members_join) {
+  Group g = open_group(2);
+  ASSERT_TRUE(g.listeners[1]->allow_only({"127.0.0.1"}).ok());
+  const int foreign = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl(0x7f000002);  // 127.0.0.2
+  ASSERT_EQ(::bind(foreign, reinterpret_cast<sockaddr*>(&from), sizeof from), 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(g.listeners[1]->port()));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(foreign, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  const std::string key = link_key("t", random_secret());
+  auto meshes = join_all(g, {key, key}, 5000);
+  EXPECT_TRUE(meshes[0].ok() && meshes[1].ok());
+  char byte = 0;
+  pollfd pfd{foreign, POLLIN, 0};
+  ASSERT_EQ(::poll(&pfd, 1, 1000), 1);
+  EXPECT_EQ(::recv(foreign, &byte, 1, 0), 0) << "the foreign connection was not closed";
+  ::close(foreign);
+
+  Group other = open_group(2);
+  ASSERT_TRUE(other.listeners[1]->allow_only({"10.255.255.1"}).ok());
+  auto refused = join_all(other, {key, key}, 1500);
+  ASSERT_FALSE(refused[1].ok());
+  EXPECT_NE(refused[1].error().message.find("no link from member 0"), std::string::npos) << refused[1].error().message;
+  EXPECT_FALSE(other.listeners[1]->allow_only({"no-such-host.invalid"}).ok());
+}
+
+TEST(DataMesh, grpc_peers_give_their_numeric_address) {
+  EXPECT_EQ(grpc_peer_address("ipv4:10.0.0.2:5000"), "10.0.0.2");
+  EXPECT_EQ(grpc_peer_address("ipv6:[::1]:5000"), "::1");
+  EXPECT_EQ(grpc_peer_address("ipv6:%5B::ffff:127.0.0.1%5D:41000"), "127.0.0.1");
+  EXPECT_EQ(grpc_peer_address("unix:/tmp/socket"), "");
+  EXPECT_EQ(grpc_peer_address(""), "");
+}
+
 TEST(DataMesh, a_member_that_goes_away_fails_the_exchange_at_once_naming_it) {
   Group g = open_group(2);
   const std::string key = link_key("t", random_secret());
