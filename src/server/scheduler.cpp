@@ -82,7 +82,12 @@ Scheduler::Scheduler(runtime::Engine& engine, SchedulerOptions options)
 Scheduler::~Scheduler() { stop(); }
 
 void Scheduler::stop() {
-  if (stop_.exchange(true)) return;
+  {
+    // Under the lock: the loop checks stop_ under it before it waits, so the notice cannot fall
+    // between its check and its wait (it would sleep for ever).
+    std::lock_guard lock(mu_);
+    if (stop_.exchange(true)) return;
+  }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   for (auto& s : slots_) {
