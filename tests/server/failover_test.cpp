@@ -138,5 +138,32 @@ TEST(Failover, without_the_killed_tensor_member_the_group_is_sliced_again_and_th
   kill_mid_stream_and_expect_the_same_text({"-sm", "tensor", "-ts", "1,1,1"}, 1, "replan");
 }
 
+// A worker that never comes back under --failover wait: past --recover-timeout the stream ends
+// with an error naming it, not sooner and not never.
+TEST(Failover, past_the_recover_timeout_the_stream_ends_with_an_error_naming_the_node) {
+  if (model_path().empty()) return;
+  testing::TestCluster cluster(1, 1, "failover-timeout");
+  ASSERT_TRUE(cluster.ok()) << cluster.error();
+  Server server({"-m", model_path(), "-c", "2048", "--token-file", cluster.token_file(), "--rpc", cluster.endpoints()[0],
+                 "-ts", "1,1", "--rpc-timeout", "2000", "--failover", "wait", "--recover-timeout", "4"},
+                "failover-timeout");
+  ASSERT_TRUE(server.ok()) << server.log();
+  std::atomic<int> events{0};
+  Streamed got;
+  std::thread streamer([&] { got = stream(server, [&](int n) { events.store(n); }); });
+  while (events.load() < 20 && !got.done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto killed = std::chrono::steady_clock::now();
+  cluster.worker(0).kill(SIGKILL);
+  streamer.join();
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_FALSE(got.done);
+  EXPECT_NE(got.error.find(cluster.endpoints()[0]), std::string::npos) << got.error;
+  EXPECT_NE(got.error.find("did not recover within 4000 ms"), std::string::npos) << got.error;
+  EXPECT_GE(waited, 4.0);
+  EXPECT_LT(waited, 15.0);
+  EXPECT_EQ(metric(server, "strata_requests_resumed_total"), 0);
+  ASSERT_TRUE(cluster.restart(0));  // for the cluster's clean stop at the end
+}
+
 }  // namespace
 }  // namespace strata
