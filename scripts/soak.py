@@ -15,8 +15,10 @@ counts, and each process's resident memory, descriptors and threads at warm-up a
 
 long-context: one conversation on a small hybrid (Gated DeltaNet + attention) model over two
 workers, grown turn by turn to --tokens at -c --ctx with the prompt cache: each turn must compute
-only its new tokens, its time per new token must stay flat, and no process may grow (RSS under 5%
-after warm-up, no descriptor or thread growth).
+only its new tokens, its time per new token must stay on the line a + b * depth fitted on the first
+turns (each new token attends to all earlier ones), no process may gain descriptors or threads,
+and none may grow by 5% over --steady-turns short turns at the full length (while the conversation
+grows the memory it holds grows with it; that is printed per 1k tokens).
 
 Only loopback addresses are used; every loop is bounded.
 """
@@ -146,6 +148,12 @@ def metrics(port):
             except ValueError:
                 pass
     return out
+
+
+def settled_facts(cluster):
+    """Facts once the last answer's connection has closed on the server's side too."""
+    time.sleep(1.0)
+    return cluster.facts()
 
 
 def print_facts(title, facts):
@@ -380,30 +388,53 @@ def soak_long_context(args):
             t = j["timings"]
             n_prompt = j["usage"]["prompt_tokens"]
             turns.append({"prompt": n_prompt, "computed": t["prompt_n"], "seconds": seconds,
+                          "depth": n_prompt - t["prompt_n"] / 2,  # the new tokens' mean position
                           "ms_per_new": 1000 * seconds / max(1, t["prompt_n"])})
             text += j["choices"][0]["text"]
             print(f"turn {len(turns) - 1}: {n_prompt} tokens, computed {t['prompt_n']} in {seconds:.2f} s "
                   f"({turns[-1]['ms_per_new']:.3f} ms per new token)", flush=True)
             if len(turns) == 2:
-                warm = c.facts()
+                warm = settled_facts(c)
             if n_prompt + 2 * t["prompt_n"] >= min(args.tokens, args.ctx - 64):
                 break
-        final = c.facts()
+        full = settled_facts(c)
+        # Then turns that add a few words each at the full length: the working set stays the same,
+        # so any growth now is a leak, not the longer conversation's own memory.
+        for i in range(args.steady_turns):
+            text += " ".join(rng.choice(words) for _ in range(16)) + "\n"
+            status, data = http_json(c.port, "POST", "/v1/completions",
+                                     {"prompt": text, "max_tokens": 8, "temperature": 0, "cache_prompt": True})
+            if status != 200:
+                sys.exit(f"steady turn {i} failed ({status}): {data[-300:]!r}")
+            text += json.loads(data)["choices"][0]["text"]
+        final = settled_facts(c)
         print_facts("after warm-up (turn 1):", warm)
-        print_facts("at the end:", final)
+        print_facts(f"at {turns[-1]['prompt']} tokens:", full)
+        print_facts(f"after {args.steady_turns} more turns at that length:", final)
         later = turns[2:]
-        early = statistics.median(t["ms_per_new"] for t in turns[1:4])
-        last = statistics.median(t["ms_per_new"] for t in turns[-3:])
-        print(f"ms per new token: turns 1-3 median {early:.3f}, last three median {last:.3f} ({last / early:.2f}x)")
+        # A new token attends to every earlier one, so its cost is a + b * depth; fitted on turns 1-3,
+        # a later turn far above the line computes more than its new tokens or slows with age.
+        fit = turns[1:4]
+        b = (fit[-1]["ms_per_new"] - fit[0]["ms_per_new"]) / max(1.0, fit[-1]["depth"] - fit[0]["depth"])
+        a = statistics.mean(t["ms_per_new"] - b * t["depth"] for t in fit)
+        worst = max(later, key=lambda t: t["ms_per_new"] / (a + b * t["depth"]))
+        ratio = worst["ms_per_new"] / (a + b * worst["depth"])
+        print(f"ms per new token = {a:.4f} + {b * 1000:.5f} per 1k tokens of depth (fitted on turns 1-3); "
+              f"furthest later turn {ratio:.2f}x the line at depth {worst['depth']:.0f}")
+        grown = turns[-1]["prompt"] - turns[1]["prompt"]
+        for name, f in full.items():
+            if name in warm:
+                print(f"  {name}: {1024 * (f['rss_mib'] - warm[name]['rss_mib']) / max(1, grown / 1000):.1f} KiB "
+                      f"more per 1k tokens of conversation while it grew")
         usual = statistics.median(t["computed"] for t in turns)
         failed = [t for t in later if t["computed"] > 1.5 * usual]  # a turn that computed its history again
-        bad = []
+        bad = [] if ratio < 1.5 else [f"a turn took {ratio:.2f}x the fitted time per new token"]
         for name, f in final.items():
-            w = warm.get(name)
-            if not w:
+            w, ful = warm.get(name), full.get(name)
+            if not w or not ful:
                 continue
-            if (f["rss_mib"] - w["rss_mib"]) / w["rss_mib"] >= 0.05:
-                bad.append(f"{name} RSS grew {w['rss_mib']} -> {f['rss_mib']} MiB")
+            if (f["rss_mib"] - ful["rss_mib"]) / ful["rss_mib"] >= 0.05:
+                bad.append(f"{name} RSS grew {ful['rss_mib']} -> {f['rss_mib']} MiB at a constant length")
             if f["fds"] > w["fds"] or f["threads"] > w["threads"]:
                 bad.append(f"{name} descriptors {w['fds']} -> {f['fds']}, threads {w['threads']} -> {f['threads']}")
         if failed:
@@ -437,6 +468,7 @@ def main():
     lc.add_argument("--tokens", type=int, default=200000)
     lc.add_argument("--ctx", type=int, default=262144)
     lc.add_argument("--turn-words", type=int, default=8000, help="words added per turn (about 1.85 tokens each)")
+    lc.add_argument("--steady-turns", type=int, default=6, help="short turns at the full length, for leaks")
     args = ap.parse_args()
     soak_cluster(args) if args.mode == "cluster" else soak_long_context(args)
 

@@ -68,6 +68,7 @@ class HttpFront : public httplib::Server {
   std::atomic<bool> stopping_{false};
   std::atomic<int> open_{0};         // connections accepted and not closed
   std::atomic<size_t> buffered_{0};  // request bytes held
+  size_t served_since_trim_ = 0;     // request bytes served since memory was last given back (mu_)
 
   std::vector<std::unique_ptr<Connection>> waiting_;  // poll thread only
   std::mutex mu_;
