@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Makes the three benchmark models of issue 6 (strata synth + strata quantize) and measures them:
+# Makes the four benchmark models (strata synth + strata quantize) and measures them:
 #   bench/run.sh [model_dir] [repetitions]
-# Needs ~25 GB free in model_dir for the A3B-shape model (13 GB F16 source, 4 GB Q4_K_M); the
-# sources are deleted once quantized. Run it on a quiet machine: 2-thread figures halve whenever
+# Needs ~25 GB free in model_dir while an A3B-shape model is made (13 GB F16 source, 4 GB Q4_K_M);
+# the sources are deleted once quantized. The 32-expert A3B keeps all 40 layers; the real expert
+# count (256, 8 used) is made with 8 layers so that it stays 4 GB: a 512-token prompt then gives
+# each expert ~16 rows, as Qwen3.6-35B-A3B does. Run it on a quiet machine: 2-thread figures halve whenever
 # another process takes a core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,9 +25,10 @@ make_model() {  # name quant synth-flags...
 make_model llama-1b-q4_k_m Q4_K_M --preset llama-1b --tied-output
 make_model llama-1b-q8_0 Q8_0 --preset llama-1b
 make_model a3b-32x-q4_k_m Q4_K_M --preset qwen35moe-a3b --experts 32
+make_model a3b-256x-8l-q4_k_m Q4_K_M --preset qwen35moe-a3b --layers 8
 
 echo "## One node, 2 threads"
-for m in llama-1b-q4_k_m llama-1b-q8_0 a3b-32x-q4_k_m; do
+for m in llama-1b-q4_k_m llama-1b-q8_0 a3b-32x-q4_k_m a3b-256x-8l-q4_k_m; do
   "$STRATA" bench -m "$DIR/$m.gguf" -p 512 -n 128 -r "$REPS" -t 2 --roofline 2>/dev/null
 done
 
