@@ -9,26 +9,46 @@
 
 namespace strata::tensor {
 
+size_t QuantizedActivations::sums_per_row() const {
+  return static_cast<size_t>(format_ == DType::Q8_K ? cols_ / 64 : cols_ / 32);
+}
+
+void QuantizedActivations::block_sums(const uint8_t* row, int32_t* out) const {
+  if (format_ == DType::Q8_0) {
+    const auto* blocks = reinterpret_cast<const detail::BlockQ8_0*>(row);
+    for (size_t b = 0; b < sums_per_row(); ++b) {
+      int32_t s = 0;
+      for (int8_t q : blocks[b].qs) s += q;
+      out[b] = s;
+    }
+    return;
+  }
+  // Q8_K: per 256-block the words S_2p | S_2p+1 << 16 (p < 4) of its 32-element sums S_k, the int16
+  // pairs a vpmaddwd / vpdpwssd against two sub-blocks' mins takes.
+  const auto* blocks = reinterpret_cast<const detail::BlockQ8K*>(row);
+  for (int64_t b = 0; b < cols_ / 256; ++b) {
+    for (int p = 0; p < 4; ++p) {
+      const int16_t* bs = blocks[b].bsums + 4 * p;
+      const auto lo = static_cast<uint16_t>(bs[0] + bs[1]), hi = static_cast<uint16_t>(bs[2] + bs[3]);
+      out[4 * b + p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16);
+    }
+  }
+}
+
 void QuantizedActivations::quantize(DType weight_type, const float* x, int64_t n_tokens, int64_t cols,
                                     ThreadPool& pool) {
   format_ = vec_dot_type(weight_type);
   cols_ = cols;
   row_bytes_ = row_bytes(format_, cols);
   buf_.resize(row_bytes_ * static_cast<size_t>(n_tokens));
-  const bool sums = format_ == DType::Q8_0;
+  // The repacked kernels' per-block sums: computed once per token here, not once per row group.
+  const bool sums = format_ == DType::Q8_0 || format_ == DType::Q8_K;
   sums_.resize(sums ? sums_per_row() * static_cast<size_t>(n_tokens) : 0);
   auto convert = [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       uint8_t* row = buf_.data() + t * row_bytes_;
       quantize_activations(format_, x + t * cols, row, cols);
-      if (!sums) continue;
-      const auto* blocks = reinterpret_cast<const detail::BlockQ8_0*>(row);
-      int32_t* out = sums_.data() + static_cast<size_t>(t) * sums_per_row();
-      for (size_t b = 0; b < sums_per_row(); ++b) {
-        int32_t s = 0;
-        for (int8_t q : blocks[b].qs) s += q;
-        out[b] = s;
-      }
+      if (sums) block_sums(row, sums_.data() + static_cast<size_t>(t) * sums_per_row());
     }
   };
   if (n_tokens >= 4) {
@@ -43,7 +63,7 @@ void matmul_rows(const MatrixView& w, const QuantizedActivations& x, int64_t x_f
   const int64_t n = w.cols;
   if (w.repacked) {
     // Callers hand out rows in multiples of 16 (matmul_batch aligns every job).
-    const detail::ActRows a{x.row(x_first), x.row_stride(), x.format() == DType::Q8_0 ? x.sums(x_first) : nullptr,
+    const detail::ActRows a{x.row(x_first), x.row_stride(), x.has_sums() ? x.sums(x_first) : nullptr,
                             x.sums_per_row()};
     detail::gemm16_fn(w.type)(n, w.row(r0), kRepackRows * w.row_stride, (r1 - r0) / kRepackRows, a, n_tokens,
                               y + r0, y_stride);

@@ -39,11 +39,15 @@ class QuantizedActivations {
   int64_t cols() const { return cols_; }
   const uint8_t* row(int64_t t) const { return buf_.data() + static_cast<size_t>(t) * row_bytes_; }
   size_t row_stride() const { return row_bytes_; }
-  // Q8_0 only: the sum of each block's 32 quants, cols / 32 per token (the repacked kernels' bias).
+  // Block sums the repacked kernels take (ActRows::sums): Q8_0 the sum of each block's 32 quants
+  // (cols / 32 per token), Q8_K four words of 32-element sums per 256-block (cols / 64 per token).
+  bool has_sums() const { return !sums_.empty(); }
   const int32_t* sums(int64_t t) const { return sums_.data() + static_cast<size_t>(t) * sums_per_row(); }
-  size_t sums_per_row() const { return static_cast<size_t>(cols_ / 32); }
+  size_t sums_per_row() const;
 
  private:
+  void block_sums(const uint8_t* row, int32_t* out) const;
+
   DType format_ = DType::F32;
   int64_t cols_ = 0;
   size_t row_bytes_ = 0;

@@ -49,8 +49,8 @@ struct BlockQ6Kx16 {
 static_assert(sizeof(BlockQ8_0x16) == 16 * sizeof(BlockQ8_0) && sizeof(BlockQ4_0x16) == 16 * sizeof(BlockQ4_0));
 static_assert(sizeof(BlockQ4Kx16) == 2368 && sizeof(BlockQ5Kx16) == 2880 && sizeof(BlockQ6Kx16) == 16 * sizeof(BlockQ6K));
 
-// Activations as the repacked kernels read them: rows of vec_dot_type blocks, plus for Q8_0 the sum
-// of each block's 32 quants (int32, n/32 per token).
+// Activations as the repacked kernels read them: rows of vec_dot_type blocks, plus their block sums
+// (QuantizedActivations::sums: Q8_0 n/32 per token, Q8_K n/64).
 struct ActRows {
   const uint8_t* data;
   size_t stride;

@@ -246,7 +246,7 @@ TEST(Repack, Avx2AndAvx512KernelsGiveTheSameBits) {
       const std::vector<float> x = testing::random_floats(tokens * cols, rng);
       QuantizedActivations q;
       q.quantize(t, x.data(), tokens, cols, pool);
-      const detail::ActRows a{q.row(0), q.row_stride(), t == DType::Q8_0 || t == DType::Q4_0 ? q.sums(0) : nullptr,
+      const detail::ActRows a{q.row(0), q.row_stride(), q.has_sums() ? q.sums(0) : nullptr,
                               q.sums_per_row()};
       std::vector<float> y2(static_cast<size_t>(rows * tokens)), y512(y2.size());
       avx2(cols, p.view.data, kRepackRows * p.view.row_stride, rows / kRepackRows, a, tokens, y2.data(), rows);

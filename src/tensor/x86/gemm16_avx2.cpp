@@ -195,6 +195,9 @@ struct K45x16 {
   static void run(int64_t n, const X* w, const ActRows& a, int64_t t0, int h0, float* y, int64_t ys) {
     const BlockQ8K* ab[N];
     token_rows(a, t0, ab);
+    const int32_t* pair_sums[N];
+    #pragma GCC unroll 8
+    for (int t = 0; t < N; ++t) pair_sums[t] = a.sums + (t0 + t) * a.sums_stride;
     __m256 acc[H][N];
     zero_all(acc);
     for (int64_t i = 0; i < n / kQKK; ++i) {
@@ -237,27 +240,27 @@ struct K45x16 {
           }
         }
       }
-      finish(b, ab, i, h0, sumi, acc);
+      finish(b, ab, pair_sums, i, h0, sumi, acc);
     }
     store_tokens(acc, h0, y, ys);
   }
 
   // acc += isum * d * d_a - (mins . sub-block sums) * dmin * d_a, as the AVX-512 kernel.
   template <int H, int N>
-  static void finish(const X& b, const BlockQ8K* const* ab, int64_t i, int h0, const __m256i (&sumi)[H][N],
-                     __m256 (&acc)[H][N]) {
+  static void finish(const X& b, const BlockQ8K* const* ab, const int32_t* const* pair_sums, int64_t i, int h0,
+                     const __m256i (&sumi)[H][N], __m256 (&acc)[H][N]) {
     #pragma GCC unroll 2
     for (int h = 0; h < H; ++h) {
       const __m256 d = f16x8(b.d + 8 * (h0 + h)), dmin = f16x8(b.dmin + 8 * (h0 + h));
+      __m256i m[4];
+      #pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) m[p] = _mm256_cvtepu8_epi16(load128(b.m[p][8 * (h0 + h)]));
       #pragma GCC unroll 8
       for (int t = 0; t < N; ++t) {
-        int32_t pr[4];
-        pair_sums32(ab[t][i], pr);
+        const int32_t* pr = pair_sums[t] + 4 * i;
         __m256i summ = _mm256_setzero_si256();
         #pragma GCC unroll 4
-        for (int p = 0; p < 4; ++p) {
-          summ = madd_add(summ, _mm256_cvtepu8_epi16(load128(b.m[p][8 * (h0 + h)])), _mm256_set1_epi32(pr[p]));
-        }
+        for (int p = 0; p < 4; ++p) summ = madd_add(summ, m[p], _mm256_set1_epi32(pr[p]));
         const __m256 da = _mm256_set1_ps(ab[t][i].d);
         acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[h][t]), _mm256_mul_ps(d, da), acc[h][t]);
         acc[h][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(dmin, da), acc[h][t]);

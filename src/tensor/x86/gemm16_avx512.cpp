@@ -147,8 +147,7 @@ struct K45x16 {
       const __m512 d = f16x16(b.d), dmin = f16x16(b.dmin);
       #pragma GCC unroll 8
       for (int t = 0; t < N; ++t) {
-        int32_t pr[4];
-        pair_sums32(ab[t][i], pr);
+        const int32_t* pr = a.sums + (t0 + t) * a.sums_stride + 4 * i;
         __m512i summ = _mm512_setzero_si512();
         #pragma GCC unroll 4
         for (int p = 0; p < 4; ++p) summ = _mm512_dpwssd_epi32(summ, _mm512_cvtepu8_epi16(load256(b.m[p])), _mm512_set1_epi32(pr[p]));

@@ -1,5 +1,5 @@
 // Internal: what the AVX2 and AVX-512 kernels of the 16-row repacked formats share (block reading
-// ahead, token rows, Q4_K/Q5_K sub-block rows, Q8_K pair sums). Only intrinsics and internal-linkage helpers (see blocks.h).
+// ahead, token rows, Q4_K/Q5_K sub-block rows). Only intrinsics and internal-linkage helpers (see blocks.h).
 #pragma once
 
 #include <immintrin.h>
@@ -35,15 +35,6 @@ template <bool kFive, typename X>
 inline const uint8_t (*sub_qs(const X& b, int s))[16][4] {
   if constexpr (kFive) return b.sub[s].qs;
   else return b.qs + 4 * s;
-}
-
-// The four int32 words (S_2p | S_2p+1 << 16) of a Q8_K block's 32-element sums S_k.
-inline void pair_sums32(const BlockQ8K& a, int32_t (&pr)[4]) {
-  for (int p = 0; p < 4; ++p) {
-    const int lo = a.bsums[4 * p] + a.bsums[4 * p + 1], hi = a.bsums[4 * p + 2] + a.bsums[4 * p + 3];
-    pr[p] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
-                                 static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
-  }
 }
 
 }  // namespace
