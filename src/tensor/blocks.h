@@ -93,5 +93,8 @@ bool cpu_has_avx512_vnni();
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t n);
 void quantize_row_q8_k(const float* x, BlockQ8K* y, int64_t n);
+// Their AVX2 twins (x86/quantize_avx2.cpp), bit-identical; quantize_activations picks them.
+void quantize_row_q8_0_avx2(const float* x, BlockQ8_0* y, int64_t n);
+void quantize_row_q8_k_avx2(const float* x, BlockQ8K* y, int64_t n);
 
 }  // namespace strata::tensor::detail

@@ -1,5 +1,6 @@
-// Activation quantizers (f32 row -> vec_dot format). These are portable scalar code used on every
-// ISA, so quantized activations never depend on the machine. Semantics follow llama.cpp on x86:
+// Activation quantizers (f32 row -> vec_dot format). The scalar code is the definition; the AVX2
+// twins of Q8_0 and Q8_K (x86/quantize_avx2.cpp) give the same bits, so quantized activations never
+// depend on the machine. Semantics follow llama.cpp on x86:
 //  - Q8_0 / Q8_1: the AVX path of quantize_row_q8_0/q8_1: amax = max|x|, d = amax/127 (stored f16),
 //    id = amax ? 127/amax : 0, q = round-half-to-even(x*id) (x*id computed in f32, no FMA);
 //    Q8_1 also stores s = f16(d * sum(q)) with the unrounded f32 d.
@@ -108,9 +109,15 @@ void quantize_activations(DType format, const float* x, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_bf16(x[i]);
       return;
     }
-    case DType::Q8_0: return detail::quantize_row_q8_0(x, static_cast<detail::BlockQ8_0*>(dst), n);
+    case DType::Q8_0: {
+      auto* y = static_cast<detail::BlockQ8_0*>(dst);
+      return best_isa() >= Isa::Avx2 ? detail::quantize_row_q8_0_avx2(x, y, n) : detail::quantize_row_q8_0(x, y, n);
+    }
     case DType::Q8_1: return detail::quantize_row_q8_1(x, static_cast<detail::BlockQ8_1*>(dst), n);
-    case DType::Q8_K: return detail::quantize_row_q8_k(x, static_cast<detail::BlockQ8K*>(dst), n);
+    case DType::Q8_K: {
+      auto* y = static_cast<detail::BlockQ8K*>(dst);
+      return best_isa() >= Isa::Avx2 ? detail::quantize_row_q8_k_avx2(x, y, n) : detail::quantize_row_q8_k(x, y, n);
+    }
     default:
       std::fprintf(stderr, "strata: quantize_activations: unsupported format %.*s\n",
                    static_cast<int>(dtype_name(format).size()), dtype_name(format).data());

@@ -130,6 +130,48 @@ TEST(QuantizeQ8_K, AllZeroBlockIsAllZero) {
   for (int g = 0; g < 16; ++g) EXPECT_EQ(b.bsums[g], 0);
 }
 
+// Rows that exercise every branch of the quantizers: random values, exact ties at the unit scale,
+// repeated largest magnitudes of either sign, zero blocks, and non-finite values.
+std::vector<float> twin_rows(std::mt19937& rng, int64_t n) {
+  std::vector<float> x(n);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int64_t b = 0; b < n / 256; ++b) {
+    float* r = x.data() + 256 * b;
+    for (int j = 0; j < 256; ++j) r[j] = normal(rng);
+    switch (b % 6) {
+      case 1:  // ties at the unit scale
+        for (int j = 0; j < 256; ++j) r[j] = static_cast<float>(static_cast<int>(rng() % 254) - 127) + 0.5f;
+        r[3] = 127.0f;
+        break;
+      case 2: r[7] = 50.0f; r[40] = -50.0f; r[200] = 50.0f; break;
+      case 3: std::fill_n(r, 256, 0.0f); r[100] = -0.0f; break;
+      case 4: r[11] = NAN; r[77] = INFINITY; break;
+      case 5: std::fill_n(r, 256, NAN); break;
+      default: break;
+    }
+  }
+  return x;
+}
+
+TEST(QuantizeActivations, Avx2TwinsGiveTheScalarBits) {
+  if (!cpu_has_avx2()) GTEST_SKIP() << "needs AVX2";
+  std::mt19937 rng(7);
+  constexpr int64_t kN = 256 * 60;
+  for (int round = 0; round < 4; ++round) {
+    const std::vector<float> x = twin_rows(rng, kN);
+    std::vector<BlockQ8_0> a0(kN / 32), b0(kN / 32);
+    quantize_row_q8_0(x.data(), a0.data(), kN);
+    quantize_row_q8_0_avx2(x.data(), b0.data(), kN);
+    ASSERT_EQ(std::memcmp(a0.data(), b0.data(), a0.size() * sizeof(BlockQ8_0)), 0) << "Q8_0, round " << round;
+    std::vector<BlockQ8K> ak(kN / 256), bk(kN / 256);
+    quantize_row_q8_k(x.data(), ak.data(), kN);
+    quantize_row_q8_k_avx2(x.data(), bk.data(), kN);
+    for (size_t i = 0; i < ak.size(); ++i) {
+      ASSERT_EQ(std::memcmp(&ak[i], &bk[i], sizeof(BlockQ8K)), 0) << "Q8_K block " << i << ", round " << round;
+    }
+  }
+}
+
 TEST(QuantizeActivations, F16AndBf16RoundToNearestEven) {
   const float x[4] = {1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f};
   uint16_t h[4], b[4];
