@@ -89,6 +89,54 @@ TEST(DeltaRule, the_state_decays_before_the_update) {
   EXPECT_FLOAT_EQ(out[1], 3.0f);
 }
 
+// The definition, one state row at a time with eight dot-product lanes summed in the fixed tree
+// the kernel documents: the kernel's rows side by side must give exactly these bits.
+float lanes_dot(const float* a, const float* b, int32_t n) {
+  float lane[8] = {};
+  for (int32_t i = 0; i < n; ++i) lane[i % 8] += a[i] * b[i];
+  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+}
+
+void reference_tokens(const Inputs& in, const DeltaShape& shape, std::vector<float>& state, std::vector<float>& out) {
+  const int32_t dk = in.dk, dv = in.dv;
+  out.assign(2 * in.rows.size() * dv, 0.0f);
+  for (int32_t r : in.rows) {
+    const float* q = in.q.data() + int64_t{r} * dk;
+    const float* k = in.k.data() + int64_t{r} * dk;
+    const float decay = std::exp(in.g[r]), beta = in.beta[r];
+    for (int32_t j = 0; j < dv; ++j) {
+      float* s = state.data() + int64_t{j} * dk;
+      for (int32_t c = 0; c < dk; ++c) s[c] *= decay;
+      const float delta = (in.v[int64_t{r} * dv + j] - lanes_dot(s, k, dk)) * beta;
+      for (int32_t c = 0; c < dk; ++c) s[c] += k[c] * delta;
+      out[int64_t{r} * dv + j] = lanes_dot(s, q, dk) * shape.scale;
+    }
+  }
+}
+
+TEST(DeltaRule, token_by_token_gives_the_one_row_definition_bit_for_bit) {
+  // 128 x 128 (Qwen3.5/3.6 heads), rows in groups of 8; 24 x 13 and 12 x 20 take the remainders.
+  for (const auto& [dk, dv] : {std::pair{128, 128}, std::pair{24, 13}, std::pair{12, 20}}) {
+    const int64_t n = 37;
+    Inputs in = random_inputs(n, dk, dv, static_cast<uint32_t>(dk * 7 + dv));
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0.0f, 0.3f);
+    std::vector<float> s0(static_cast<size_t>(dk) * dv);
+    for (auto& x : s0) x = normal(rng);
+    const DeltaShape shape{dk, dv, 1.0f / std::sqrt(static_cast<float>(dk))};
+    std::vector<float> out, want_out, state = s0, want_state = s0;
+    const DeltaHead h = head(in, out);
+    delta_rule_tokens(h, in.rows.data(), n, shape, state.data());
+    reference_tokens(in, shape, want_state, want_out);
+    for (size_t i = 0; i < state.size(); ++i) ASSERT_EQ(state[i], want_state[i]) << dk << "x" << dv << " state " << i;
+    for (int32_t r : in.rows) {
+      for (int32_t j = 0; j < dv; ++j) {
+        ASSERT_EQ(out[int64_t{r} * dv + j], want_out[int64_t{r} * dv + j]) << dk << "x" << dv << " row " << r;
+      }
+    }
+  }
+}
+
 class DeltaRuleChunks : public ::testing::TestWithParam<std::tuple<int64_t, int32_t>> {};
 
 TEST_P(DeltaRuleChunks, chunked_form_matches_token_by_token) {
