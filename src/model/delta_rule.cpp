@@ -20,13 +20,12 @@ namespace {
   return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
-
 // One token's update of state rows s[0..R-1] (columns j..j+R-1 of S), R rows side by side: each
 // row's dot products are one chain of dependent adds, and R independent chains keep the adder busy
-// (one row at a time waited on each chain's latency: 12 us per token and head, 2.7 with 8 rows). Each element sees
-// the operations of the one-row form in the same order (decay, then the lanes of S^T k; the rank-1
-// update, then the lanes of S^T q), so the bits do not change. Eight lanes are one GCC vector: one
-// ymm register where the clone has AVX2, two xmm otherwise, the same operations either way.
+// (one row at a time waited on each chain's latency: 12 us per token and head, 2.7 with 8 rows).
+// Each element sees the operations of the one-row form in the same order (decay, then the lanes of
+// S^T k; the rank-1 update, then the lanes of S^T q), so the bits do not change. Eight lanes are one
+// GCC vector: one ymm register where the clone has AVX2, two xmm otherwise, the same operations.
 // (Always inlined into the clones, so the baseline ABI's warning about passing it does not apply.)
 #pragma GCC diagnostic ignored "-Wpsabi"
 using Lanes = float __attribute__((vector_size(32)));
