@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "tensor/quants.h"
+
 namespace strata::model {
 namespace {
 
@@ -22,10 +24,11 @@ namespace {
 
 // One token's update of state rows s[0..R-1] (columns j..j+R-1 of S), R rows side by side: each
 // row's dot products are one chain of dependent adds, and R independent chains keep the adder busy
-// (one row at a time waited on each chain's latency: 12 us per token and head, 2.7 with 8 rows).
-// Each element sees the operations of the one-row form in the same order (decay, then the lanes of
-// S^T k; the rank-1 update, then the lanes of S^T q), so the bits do not change. Eight lanes are one
-// GCC vector: one ymm register where the clone has AVX2, two xmm otherwise, the same operations.
+// (one row at a time waited on each chain's latency; bench/README.md). Each element sees the
+// operations of the one-row form in the same order (decay, then the lanes of S^T k; the rank-1
+// update, then the lanes of S^T q), so the bits do not change. Eight lanes are one GCC vector: one
+// ymm register in the AVX2 build, two xmm otherwise, the same operations. The row loops are
+// unrolled so that the R sums stay in registers (rolled, GCC kept them on the stack).
 // (Always inlined into the clones, so the baseline ABI's warning about passing it does not apply.)
 #pragma GCC diagnostic ignored "-Wpsabi"
 using Lanes = float __attribute__((vector_size(32)));
@@ -47,6 +50,7 @@ template <int R>
   Lanes lane[R] = {};
   for (int32_t c = 0; c < dk; c += 8) {
     const Lanes kc = load8(k + c);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const Lanes x = load8(s[r] + c) * decay;
       store8(s[r] + c, x);
@@ -54,71 +58,68 @@ template <int R>
     }
   }
   Lanes delta[R];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     delta[r] = Lanes{} + (v[r] - tree8(lane[r])) * beta;
     lane[r] = Lanes{};
   }
   for (int32_t c = 0; c < dk; c += 8) {
     const Lanes kc = load8(k + c), qc = load8(q + c);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const Lanes x = load8(s[r] + c) + kc * delta[r];
       store8(s[r] + c, x);
       lane[r] += x * qc;
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) out[r] = tree8(lane[r]) * scale;
 }
 
-}  // namespace
-
-// Built for AVX-512, AVX2 and the baseline, picked at load time: the same operations in the same
-// order in every build (no FMA contraction), only wider, so results do not depend on the machine.
-// Under ThreadSanitizer the clones' ifunc resolver is instrumented too and crashes when the loader
-// runs it, before the TSan runtime is up; TSan builds get the baseline only.
-#if defined(__SANITIZE_THREAD__)
-#define STRATA_VECTOR_CLONES
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define STRATA_VECTOR_CLONES
-#endif
-#endif
-#ifndef STRATA_VECTOR_CLONES
-#define STRATA_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-
-STRATA_VECTOR_CLONES
-void delta_rule_tokens(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state) {
+[[gnu::always_inline]] inline void tokens(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape,
+                                          float* state) {
   const int32_t dk = shape.d_k, dv = shape.d_v;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t r = rows[i];
-    const float* q = h.q + r * h.qk_stride;
-    const float* k = h.k + r * h.qk_stride;
-    const float* v = h.v + r * h.v_stride;
-    const float decay = std::exp(h.g[r * h.gb_stride]);
-    const float beta = h.beta[r * h.gb_stride];
-    float* out = h.out + r * h.out_stride;
-    // Every step below touches only row j of the state, so each row is done while it is in L1 (the
-    // state is 64 KiB per head, beyond L1, and read once instead of four times).
-    constexpr int kRows = 8;
-    int32_t j = 0;
-    for (; dk % 8 == 0 && j + kRows <= dv; j += kRows) {
-      float* s[kRows];
-      for (int r = 0; r < kRows; ++r) s[r] = state + int64_t{j + r} * dk;
-      update_rows<kRows>(s, k, q, v + j, decay, beta, shape.scale, dk, out + j);
+  // Row j of the state sees only each token's k, q, v[j], decay and beta, so a block of rows is
+  // carried through a run of tokens while it sits in L1 (the state is 64 KiB per head, past L1),
+  // instead of the whole state passing through L2 once per token. Every element still sees the same
+  // operations in token order: the bits do not change.
+  constexpr int64_t kTokens = 64;
+  constexpr int32_t kBlock = 32, kRows = 8;
+  float decay[kTokens], beta[kTokens];
+  for (int64_t i0 = 0; i0 < n; i0 += kTokens) {
+    const int64_t m = std::min(kTokens, n - i0);
+    for (int64_t i = 0; i < m; ++i) {
+      decay[i] = std::exp(h.g[rows[i0 + i] * h.gb_stride]);
+      beta[i] = h.beta[rows[i0 + i] * h.gb_stride];
     }
-    for (; j < dv; ++j) {
-      float* s = state + int64_t{j} * dk;
-      for (int32_t c = 0; c < dk; ++c) s[c] *= decay;
-      const float delta = (v[j] - dot(s, k, dk)) * beta;
-      for (int32_t c = 0; c < dk; ++c) s[c] += k[c] * delta;
-      out[j] = dot(s, q, dk) * shape.scale;
+    for (int32_t j0 = 0; j0 < dv; j0 += kBlock) {
+      const int32_t j1 = std::min(dv, j0 + kBlock);
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t r = rows[i0 + i];
+        const float* q = h.q + r * h.qk_stride;
+        const float* k = h.k + r * h.qk_stride;
+        const float* v = h.v + r * h.v_stride;
+        float* out = h.out + r * h.out_stride;
+        int32_t j = j0;
+        for (; dk % 8 == 0 && j + kRows <= j1; j += kRows) {
+          float* s[kRows];
+          for (int e = 0; e < kRows; ++e) s[e] = state + int64_t{j + e} * dk;
+          update_rows<kRows>(s, k, q, v + j, decay[i], beta[i], shape.scale, dk, out + j);
+        }
+        for (; j < j1; ++j) {
+          float* s = state + int64_t{j} * dk;
+          for (int32_t c = 0; c < dk; ++c) s[c] *= decay[i];
+          const float delta = (v[j] - dot(s, k, dk)) * beta[i];
+          for (int32_t c = 0; c < dk; ++c) s[c] += k[c] * delta;
+          out[j] = dot(s, q, dk) * shape.scale;
+        }
+      }
     }
   }
 }
 
-STRATA_VECTOR_CLONES
-void delta_rule_chunked(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state,
-                        int32_t chunk, std::vector<float>& work) {
+[[gnu::always_inline]] inline void chunked(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape,
+                                           float* state, int32_t chunk, std::vector<float>& work) {
   const int32_t dk = shape.d_k, dv = shape.d_v;
   const int64_t C = std::max(chunk, 1);
   // Scratch: cumulative decay G (C), k.k and q.k (C x C each), delta (C x dv).
@@ -180,6 +181,45 @@ void delta_rule_chunked(const DeltaHead& h, const int32_t* rows, int64_t n, cons
       }
     }
   }
+}
+
+// Each form built for AVX2 and the baseline, picked by tensor::best_isa() so that STRATA_MAX_ISA
+// caps it as it caps the matmul kernels: the same operations in the same order in both builds (no
+// FMA contraction), only wider, so the bits do not depend on the machine. The eight lanes are one
+// ymm register either way; an AVX-512 build measured slower (delta_rule/tokens: 2.6-3.2 against
+// 2.3-2.5 us per token and head, Zen 5).
+[[gnu::target("avx2")]] void tokens_avx2(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape,
+                                         float* state) {
+  tokens(h, rows, n, shape, state);
+}
+void tokens_baseline(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state) {
+  tokens(h, rows, n, shape, state);
+}
+[[gnu::target("avx2")]] void chunked_avx2(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape,
+                                          float* state, int32_t chunk, std::vector<float>& work) {
+  chunked(h, rows, n, shape, state, chunk, work);
+}
+void chunked_baseline(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state,
+                      int32_t chunk, std::vector<float>& work) {
+  chunked(h, rows, n, shape, state, chunk, work);
+}
+
+}  // namespace
+
+void delta_rule_tokens(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state,
+                       tensor::Isa isa) {
+  if (std::min(isa, tensor::best_isa()) >= tensor::Isa::Avx2) return tokens_avx2(h, rows, n, shape, state);
+  tokens_baseline(h, rows, n, shape, state);
+}
+
+void delta_rule_tokens(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state) {
+  delta_rule_tokens(h, rows, n, shape, state, tensor::best_isa());
+}
+
+void delta_rule_chunked(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state,
+                        int32_t chunk, std::vector<float>& work) {
+  if (tensor::best_isa() >= tensor::Isa::Avx2) return chunked_avx2(h, rows, n, shape, state, chunk, work);
+  chunked_baseline(h, rows, n, shape, state, chunk, work);
 }
 
 }  // namespace strata::model

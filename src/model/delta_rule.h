@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensor/quants.h"
+
 namespace strata::model {
 
 // One head's inputs and outputs. Token i of the sequence lives at batch row rows[i]: its q and k are
@@ -33,8 +35,11 @@ struct DeltaShape {
   float scale = 1.0f;  // applied to the outputs (1 / sqrt(d_k))
 };
 
-// Runs the recurrence one token at a time (what llama.cpp's fused CPU kernel does).
+// Runs the recurrence one token at a time (what llama.cpp's fused CPU kernel does), with the widest
+// vector build the CPU runs; the second form caps it (tests: every build gives the same bits).
 void delta_rule_tokens(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state);
+void delta_rule_tokens(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape, float* state,
+                       tensor::Isa isa);
 
 // The same result computed in chunks of `chunk` tokens (the WY/UT form of the product of the per-token
 // updates). Within a chunk, with G_i the cumulative log-decay up to token i and S the incoming state:

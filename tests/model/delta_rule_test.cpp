@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 namespace strata::model {
@@ -115,23 +117,27 @@ void reference_tokens(const Inputs& in, const DeltaShape& shape, std::vector<flo
 }
 
 TEST(DeltaRule, token_by_token_gives_the_one_row_definition_bit_for_bit) {
-  // 128 x 128 (Qwen3.5/3.6 heads), rows in groups of 8; 24 x 13 and 12 x 20 take the remainders.
-  for (const auto& [dk, dv] : {std::pair{128, 128}, std::pair{24, 13}, std::pair{12, 20}}) {
-    const int64_t n = 37;
+  // 128 x 128 (Qwen3.5/3.6 heads), rows in groups of 8 and blocks of 32 carried through runs of 64
+  // tokens (150: two whole runs and a part); 24 x 13 and 12 x 20 take the remainders. Every vector
+  // build the CPU runs (AVX2 and the baseline) gives the definition's bits.
+  for (const auto& [dk, dv, n] : {std::tuple{128, 128, 150}, std::tuple{24, 13, 37}, std::tuple{12, 20, 37}}) {
     Inputs in = random_inputs(n, dk, dv, static_cast<uint32_t>(dk * 7 + dv));
     std::mt19937 rng(11);
     std::normal_distribution<float> normal(0.0f, 0.3f);
     std::vector<float> s0(static_cast<size_t>(dk) * dv);
     for (auto& x : s0) x = normal(rng);
     const DeltaShape shape{dk, dv, 1.0f / std::sqrt(static_cast<float>(dk))};
-    std::vector<float> out, want_out, state = s0, want_state = s0;
-    const DeltaHead h = head(in, out);
-    delta_rule_tokens(h, in.rows.data(), n, shape, state.data());
+    std::vector<float> want_out, want_state = s0;
     reference_tokens(in, shape, want_state, want_out);
-    for (size_t i = 0; i < state.size(); ++i) ASSERT_EQ(state[i], want_state[i]) << dk << "x" << dv << " state " << i;
-    for (int32_t r : in.rows) {
-      for (int32_t j = 0; j < dv; ++j) {
-        ASSERT_EQ(out[int64_t{r} * dv + j], want_out[int64_t{r} * dv + j]) << dk << "x" << dv << " row " << r;
+    for (const tensor::Isa isa : {tensor::Isa::Scalar, tensor::Isa::Avx2}) {
+      if (isa > tensor::best_isa()) continue;
+      SCOPED_TRACE(std::string(tensor::isa_name(isa)) + " " + std::to_string(dk) + "x" + std::to_string(dv));
+      std::vector<float> out, state = s0;
+      const DeltaHead h = head(in, out);
+      delta_rule_tokens(h, in.rows.data(), n, shape, state.data(), isa);
+      for (size_t i = 0; i < state.size(); ++i) ASSERT_EQ(state[i], want_state[i]) << "state " << i;
+      for (int32_t r : in.rows) {
+        for (int32_t j = 0; j < dv; ++j) ASSERT_EQ(out[int64_t{r} * dv + j], want_out[int64_t{r} * dv + j]) << "row " << r;
       }
     }
   }
