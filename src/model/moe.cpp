@@ -29,91 +29,130 @@ Expert expert(const LayerWeights& w, int32_t e, int64_t F, int64_t E) {
   return x;
 }
 
-// out[t] = sum over t's chosen experts i of weights[t][i] * expert_i(xn[t]), summed in choice order.
-// The (token, choice) rows are grouped by expert, so each expert's rows are read once per batch, and
-// all experts' gate/up products run in one parallel region, their down products in another.
-void routed_experts(const LayerContext& ctx, const LayerWeights& w, Range held_experts, const float* xn,
-                    const int32_t* ids, const float* weights, float* out) {
-  const HParams& hp = ctx.hp;
-  Scratch& s = ctx.scratch;
-  const int64_t T = ctx.batch.size(), E = hp.n_embd, F = hp.n_ff_expert;
-  const int32_t k = hp.n_expert_used;
-  const int64_t R = T * k;
-  const bool fused = !w.ffn_gate_up_exps.empty();
-  const int64_t GW = fused ? 2 * F : F;  // width of a row of gate (or fused gate|up) outputs
+// The batch's (token, choice) rows grouped by held expert: a counting sort, stable (batch order
+// within an expert). A choice of an expert held elsewhere gets no row (-1) and adds nothing here.
+struct ExpertRows {
+  std::vector<int64_t> first;   // expert e's rows are [first[e], first[e + 1]) (e from the held range's start)
+  std::vector<int64_t> row_of;  // choice i (token i / k) -> its row, or -1
+  int64_t rows() const { return first.back(); }
+  int64_t count(int32_t e) const { return first[e + 1] - first[e]; }
+};
 
-  // Counting sort of the rows by held expert (index from held_experts.begin), stable (batch order
-  // within an expert); a choice of an expert held elsewhere gets no row (-1) and adds nothing here.
+ExpertRows group_by_expert(const int32_t* ids, int64_t choices, Range held_experts) {
   const int32_t e0 = held_experts.begin, X = held_experts.size();
   const auto held = [&](int64_t i) { return ids[i] >= e0 && ids[i] - e0 < X; };
-  std::vector<int64_t> first(X + 1, 0), row_of(R, -1);
-  for (int64_t i = 0; i < R; ++i) {
-    if (held(i)) ++first[ids[i] - e0 + 1];
+  ExpertRows g{std::vector<int64_t>(X + 1, 0), std::vector<int64_t>(choices, -1)};
+  for (int64_t i = 0; i < choices; ++i) {
+    if (held(i)) ++g.first[ids[i] - e0 + 1];
   }
-  for (int32_t e = 0; e < X; ++e) first[e + 1] += first[e];
-  {
-    std::vector<int64_t> next(first.begin(), first.end() - 1);
-    for (int64_t i = 0; i < R; ++i) {
-      if (held(i)) row_of[i] = next[ids[i] - e0]++;
-    }
+  for (int32_t e = 0; e < X; ++e) g.first[e + 1] += g.first[e];
+  std::vector<int64_t> next(g.first.begin(), g.first.end() - 1);
+  for (int64_t i = 0; i < choices; ++i) {
+    if (held(i)) g.row_of[i] = next[ids[i] - e0]++;
   }
-  const int64_t rows = first[X];
-  if (rows == 0) {  // none of the batch's choices is held here
-    std::fill_n(out, T * E, 0.0f);
-    return;
-  }
-  ensure_size(s.expert_in, R * E);
-  for (int64_t i = 0; i < R; ++i) {
-    if (row_of[i] >= 0) std::copy_n(xn + i / k * E, E, s.expert_in.data() + row_of[i] * E);
-  }
+  return g;
+}
 
-  // Activations are quantized per row, so gathering the rows first changes nothing numerically.
-  const MatrixView& gate_w = fused ? w.ffn_gate_up_exps : w.ffn_gate_exps;
-  tensor::QuantizedActivations in;
-  in.quantize(gate_w.type, s.expert_in.data(), rows, E, ctx.pool);
-  ensure_size(s.expert_gate, R * GW);
-  ensure_size(s.expert_up, R * F);
+// Every held expert's gate and up rows (or fused gate|up rows) for its rows of `in`, in one
+// parallel region: s.expert_gate holds GW-wide rows, s.expert_up (separate form) F-wide.
+void expert_gate_up(const LayerContext& ctx, const LayerWeights& w, const ExpertRows& g,
+                    const tensor::QuantizedActivations& in) {
+  const int64_t E = ctx.hp.n_embd, F = ctx.hp.n_ff_expert;
+  const bool fused = !w.ffn_gate_up_exps.empty();
+  const int64_t GW = fused ? 2 * F : F;
+  Scratch& s = ctx.scratch;
+  ensure_size(s.expert_gate, g.rows() * GW);
+  ensure_size(s.expert_up, g.rows() * F);
   std::vector<tensor::MatmulJob> jobs;
-  for (int32_t e = 0; e < X; ++e) {
-    const int64_t n = first[e + 1] - first[e];
+  for (int32_t e = 0; e + 1 < static_cast<int32_t>(g.first.size()); ++e) {
+    const int64_t n = g.count(e), r = g.first[e];
     if (n == 0) continue;
     const Expert x = expert(w, e, F, E);
     if (fused) {
-      jobs.push_back({x.gate_up, &in, first[e], n, s.expert_gate.data() + first[e] * GW, GW});
+      jobs.push_back({x.gate_up, &in, r, n, s.expert_gate.data() + r * GW, GW});
     } else {
-      jobs.push_back({x.gate, &in, first[e], n, s.expert_gate.data() + first[e] * GW, GW});
-      jobs.push_back({x.up, &in, first[e], n, s.expert_up.data() + first[e] * F, F});
+      jobs.push_back({x.gate, &in, r, n, s.expert_gate.data() + r * GW, GW});
+      jobs.push_back({x.up, &in, r, n, s.expert_up.data() + r * F, F});
     }
   }
   tensor::matmul_batch(jobs, ctx.pool);
+}
 
-  // SwiGLU into expert_up (fused rows hold [gate | up]).
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* g = s.expert_gate.data() + r * GW;
-    const float* u = fused ? g + F : s.expert_up.data() + r * F;
-    float* a = s.expert_up.data() + r * F;
-    for (int64_t f = 0; f < F; ++f) a[f] = silu(g[f]) * u[f];
+// SwiGLU of every row into s.expert_up (fused rows hold [gate | up]).
+void expert_swiglu(const LayerContext& ctx, bool fused, int64_t rows) {
+  const int64_t F = ctx.hp.n_ff_expert, GW = fused ? 2 * F : F;
+  Scratch& s = ctx.scratch;
+  ctx.pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* g = s.expert_gate.data() + r * GW;
+      const float* u = fused ? g + F : s.expert_up.data() + r * F;
+      float* a = s.expert_up.data() + r * F;
+      for (int64_t f = 0; f < F; ++f) a[f] = silu(g[f]) * u[f];
+    }
+  });
+}
+
+// Every held expert's down rows for its rows of `act`, into s.expert_out.
+void expert_down(const LayerContext& ctx, const LayerWeights& w, const ExpertRows& g,
+                 const tensor::QuantizedActivations& act) {
+  const int64_t E = ctx.hp.n_embd, F = ctx.hp.n_ff_expert;
+  Scratch& s = ctx.scratch;
+  ensure_size(s.expert_out, g.rows() * E);
+  std::vector<tensor::MatmulJob> jobs;
+  for (int32_t e = 0; e + 1 < static_cast<int32_t>(g.first.size()); ++e) {
+    const int64_t n = g.count(e), r = g.first[e];
+    if (n > 0) jobs.push_back({expert(w, e, F, E).down, &act, r, n, s.expert_out.data() + r * E, E});
   }
+  tensor::matmul_batch(jobs, ctx.pool);
+}
+
+// out[t] = sum over t's choices i, in choice order, of weights[t][i] * (row of choice i).
+void combine_choices(const LayerContext& ctx, const ExpertRows& g, const float* weights, float* out) {
+  const int64_t E = ctx.hp.n_embd;
+  const int32_t k = ctx.hp.n_expert_used;
+  ctx.pool.parallel_for(ctx.batch.size(), 4, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* o = out + t * E;
+      std::fill_n(o, E, 0.0f);
+      for (int32_t i = 0; i < k; ++i) {
+        if (g.row_of[t * k + i] < 0) continue;
+        const float* y = ctx.scratch.expert_out.data() + g.row_of[t * k + i] * E;
+        const float wi = weights[t * k + i];
+        for (int64_t c = 0; c < E; ++c) o[c] += y[c] * wi;
+      }
+    }
+  });
+}
+
+// out[t] = sum over t's chosen experts i of weights[t][i] * expert_i(xn[t]), summed in choice order.
+// The (token, choice) rows are grouped by expert, so each expert's rows are read once per batch, and
+// all experts' gate/up products run in one parallel region, their down products in another.
+// Activations are quantized per row, so gathering the rows first changes nothing numerically.
+void routed_experts(const LayerContext& ctx, const LayerWeights& w, Range held_experts, const float* xn,
+                    const int32_t* ids, const float* weights, float* out) {
+  const int64_t T = ctx.batch.size(), E = ctx.hp.n_embd, F = ctx.hp.n_ff_expert;
+  const int32_t k = ctx.hp.n_expert_used;
+  const ExpertRows g = group_by_expert(ids, T * k, held_experts);
+  if (g.rows() == 0) {  // none of the batch's choices is held here
+    std::fill_n(out, T * E, 0.0f);
+    return;
+  }
+  Scratch& s = ctx.scratch;
+  ensure_size(s.expert_in, g.rows() * E);
+  ctx.pool.parallel_for(T * k, 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      if (g.row_of[i] >= 0) std::copy_n(xn + i / k * E, E, s.expert_in.data() + g.row_of[i] * E);
+    }
+  });
+  const bool fused = !w.ffn_gate_up_exps.empty();
+  tensor::QuantizedActivations in;
+  in.quantize((fused ? w.ffn_gate_up_exps : w.ffn_gate_exps).type, s.expert_in.data(), g.rows(), E, ctx.pool);
+  expert_gate_up(ctx, w, g, in);
+  expert_swiglu(ctx, fused, g.rows());
   tensor::QuantizedActivations act;
-  act.quantize(w.ffn_down_exps.type, s.expert_up.data(), rows, F, ctx.pool);
-  ensure_size(s.expert_out, R * E);
-  jobs.clear();
-  for (int32_t e = 0; e < X; ++e) {
-    const int64_t n = first[e + 1] - first[e];
-    if (n > 0) jobs.push_back({expert(w, e, F, E).down, &act, first[e], n, s.expert_out.data() + first[e] * E, E});
-  }
-  tensor::matmul_batch(jobs, ctx.pool);
-
-  for (int64_t t = 0; t < T; ++t) {
-    float* o = out + t * E;
-    std::fill_n(o, E, 0.0f);
-    for (int32_t i = 0; i < k; ++i) {
-      if (row_of[t * k + i] < 0) continue;
-      const float* y = s.expert_out.data() + row_of[t * k + i] * E;
-      const float wi = weights[t * k + i];
-      for (int64_t c = 0; c < E; ++c) o[c] += y[c] * wi;
-    }
-  }
+  act.quantize(w.ffn_down_exps.type, s.expert_up.data(), g.rows(), F, ctx.pool);
+  expert_down(ctx, w, g, act);
+  combine_choices(ctx, g, weights, out);
 }
 
 }  // namespace
@@ -155,7 +194,9 @@ void moe_sublayer(const LayerContext& ctx, const VectorView& norm, const LayerWe
     project(ctx, xn, w.ffn_gate_inp, {}, s.router.data());
     std::vector<int32_t> ids(T * k);
     std::vector<float> weights(T * k);
-    for (int64_t t = 0; t < T; ++t) route_experts(s.router.data() + t * X, hp.n_expert, k, &ids[t * k], &weights[t * k]);
+    ctx.pool.parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) route_experts(s.router.data() + t * X, hp.n_expert, k, &ids[t * k], &weights[t * k]);
+    });
     routed_experts(ctx, w, held, s.norm.data(), ids.data(), weights.data(), s.proj.data());
   } else {
     std::fill_n(s.proj.data(), T * E, 0.0f);
@@ -167,10 +208,12 @@ void moe_sublayer(const LayerContext& ctx, const VectorView& norm, const LayerWe
     std::vector<float> gate(T);
     swiglu(ctx, xn, {w.ffn_gate_shexp, w.ffn_up_shexp, w.ffn_down_shexp}, s.gate, s.up, s.shared.data());
     project(ctx, xn, w.ffn_gate_inp_shexp, {}, gate.data());
-    for (int64_t t = 0; t < T; ++t) {
-      const float g = sigmoid(gate[t]);
-      for (int64_t c = 0; c < E; ++c) s.proj[t * E + c] += s.shared[t * E + c] * g;
-    }
+    ctx.pool.parallel_for(T, 4, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const float g = sigmoid(gate[t]);
+        for (int64_t c = 0; c < E; ++c) s.proj[t * E + c] += s.shared[t * E + c] * g;
+      }
+    });
   }
   add_sublayer_output(ctx, x, s.proj.data(), T * E);
 }
