@@ -29,7 +29,8 @@ namespace {
 // update, then the lanes of S^T q), so the bits do not change. Eight lanes are one GCC vector: one
 // ymm register in the AVX2 build, two xmm otherwise, the same operations. The row loops are
 // unrolled so that the R sums stay in registers (rolled, GCC kept them on the stack).
-// (Always inlined into the clones, so the baseline ABI's warning about passing it does not apply.)
+// (Always inlined into the AVX2 and baseline builds, so the baseline ABI's warning about passing it
+// does not apply.)
 #pragma GCC diagnostic ignored "-Wpsabi"
 using Lanes = float __attribute__((vector_size(32)));
 

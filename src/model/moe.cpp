@@ -34,6 +34,7 @@ Expert expert(const LayerWeights& w, int32_t e, int64_t F, int64_t E) {
 struct ExpertRows {
   std::vector<int64_t> first;   // expert e's rows are [first[e], first[e + 1]) (e from the held range's start)
   std::vector<int64_t> row_of;  // choice i (token i / k) -> its row, or -1
+  int32_t experts() const { return static_cast<int32_t>(first.size()) - 1; }
   int64_t rows() const { return first.back(); }
   int64_t count(int32_t e) const { return first[e + 1] - first[e]; }
 };
@@ -64,7 +65,7 @@ void expert_gate_up(const LayerContext& ctx, const LayerWeights& w, const Expert
   ensure_size(s.expert_gate, g.rows() * GW);
   ensure_size(s.expert_up, g.rows() * F);
   std::vector<tensor::MatmulJob> jobs;
-  for (int32_t e = 0; e + 1 < static_cast<int32_t>(g.first.size()); ++e) {
+  for (int32_t e = 0; e < g.experts(); ++e) {
     const int64_t n = g.count(e), r = g.first[e];
     if (n == 0) continue;
     const Expert x = expert(w, e, F, E);
@@ -99,7 +100,7 @@ void expert_down(const LayerContext& ctx, const LayerWeights& w, const ExpertRow
   Scratch& s = ctx.scratch;
   ensure_size(s.expert_out, g.rows() * E);
   std::vector<tensor::MatmulJob> jobs;
-  for (int32_t e = 0; e + 1 < static_cast<int32_t>(g.first.size()); ++e) {
+  for (int32_t e = 0; e < g.experts(); ++e) {
     const int64_t n = g.count(e), r = g.first[e];
     if (n > 0) jobs.push_back({expert(w, e, F, E).down, &act, r, n, s.expert_out.data() + r * E, E});
   }
