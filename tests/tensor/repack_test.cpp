@@ -242,7 +242,7 @@ TEST(Repack, Avx2AndAvx512KernelsGiveTheSameBits) {
     const int64_t rows = 32, cols = 1024;
     const Matrix w = random_matrix(t, rows, cols, rng);
     const Matrix p = repacked(w.view);
-    for (const int64_t tokens : {1, 2, 3, 8, 11}) {
+    for (const int64_t tokens : {1, 2, 3, 5, 8, 11}) {
       const std::vector<float> x = testing::random_floats(tokens * cols, rng);
       QuantizedActivations q;
       q.quantize(t, x.data(), tokens, cols, pool);

@@ -202,47 +202,53 @@ struct K45x16 {
     zero_all(acc);
     for (int64_t i = 0; i < n / kQKK; ++i) {
       if constexpr (kStream) prefetch_ahead(w + i);
-      const X& b = w[i];
-      __m256i sumi[H][N];
-      zero_all(sumi);
-      #pragma GCC unroll 1
-      for (int s = 0; s < 8; ++s) {
-        const uint8_t(*qs)[16][4] = sub_qs<kFive>(b, s);
-        __m256i sc[H], qh[H];
+      block(w[i], ab, pair_sums, i, h0, acc);
+    }
+    store_tokens(acc, h0, y, ys);
+  }
+
+  // acc += block i of halves [h0, h0 + H) times N tokens.
+  template <int H, int N>
+  static void block(const X& b, const BlockQ8K* const* ab, const int32_t* const* pair_sums, int64_t i, int h0,
+                    __m256 (&acc)[H][N]) {
+    __m256i sumi[H][N];
+    zero_all(sumi);
+    #pragma GCC unroll 1
+    for (int s = 0; s < 8; ++s) {
+      const uint8_t(*qs)[16][4] = sub_qs<kFive>(b, s);
+      __m256i sc[H], qh[H];
+      #pragma GCC unroll 2
+      for (int h = 0; h < H; ++h) {
+        sc[h] = scales_u8(b.sc[s / 2], h0 + h, s);
+        if constexpr (kFive) qh[h] = half(b.sub[s].qh, h0 + h);
+      }
+      __m256i p16[H][N];
+      zero_all(p16);
+      #pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) {
         #pragma GCC unroll 2
         for (int h = 0; h < H; ++h) {
-          sc[h] = scales_u8(b.sc[s / 2], h0 + h, s);
-          if constexpr (kFive) qh[h] = half(b.sub[s].qh, h0 + h);
-        }
-        __m256i p16[H][N];
-        zero_all(p16);
-        #pragma GCC unroll 4
-        for (int p = 0; p < 4; ++p) {
-          #pragma GCC unroll 2
-          for (int h = 0; h < H; ++h) {
-            __m256i q[2];
-            nibbles(half(qs[p], h0 + h), q[0], q[1]);
-            if constexpr (kFive) {
-              q[0] = _mm256_or_si256(q[0], fifth_bit(qh[h], 2 * p));
-              q[1] = _mm256_or_si256(q[1], fifth_bit(qh[h], 2 * p + 1));
-            }
-            #pragma GCC unroll 8
-            for (int t = 0; t < N; ++t) {
-              const int8_t* at = ab[t][i].qs + 32 * s + 8 * p;
-              p16[h][t] = _mm256_add_epi16(p16[h][t], _mm256_maddubs_epi16(q[0], bcast32(at)));
-              p16[h][t] = _mm256_add_epi16(p16[h][t], _mm256_maddubs_epi16(q[1], bcast32(at + 4)));
-              in_order(p16[h][t]);
-              if (2 * p + 2 == kRun || p == 3) {
-                sumi[h][t] = madd_add(sumi[h][t], p16[h][t], sc[h]);
-                p16[h][t] = _mm256_setzero_si256();
-              }
+          __m256i q[2];
+          nibbles(half(qs[p], h0 + h), q[0], q[1]);
+          if constexpr (kFive) {
+            q[0] = _mm256_or_si256(q[0], fifth_bit(qh[h], 2 * p));
+            q[1] = _mm256_or_si256(q[1], fifth_bit(qh[h], 2 * p + 1));
+          }
+          #pragma GCC unroll 8
+          for (int t = 0; t < N; ++t) {
+            const int8_t* at = ab[t][i].qs + 32 * s + 8 * p;
+            p16[h][t] = _mm256_add_epi16(p16[h][t], _mm256_maddubs_epi16(q[0], bcast32(at)));
+            p16[h][t] = _mm256_add_epi16(p16[h][t], _mm256_maddubs_epi16(q[1], bcast32(at + 4)));
+            in_order(p16[h][t]);
+            if (2 * p + 2 == kRun || p == 3) {
+              sumi[h][t] = madd_add(sumi[h][t], p16[h][t], sc[h]);
+              p16[h][t] = _mm256_setzero_si256();
             }
           }
         }
       }
-      finish(b, ab, pair_sums, i, h0, sumi, acc);
     }
-    store_tokens(acc, h0, y, ys);
+    finish(b, ab, pair_sums, i, h0, sumi, acc);
   }
 
   // acc += isum * d * d_a - (mins . sub-block sums) * dmin * d_a, as the AVX-512 kernel.
@@ -281,52 +287,58 @@ struct Q6Kx16 {
   static void run(int64_t n, const X* w, const ActRows& a, int64_t t0, int h0, float* y, int64_t ys) {
     const BlockQ8K* ab[N];
     token_rows(a, t0, ab);
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     __m256 acc[H][N];
     zero_all(acc);
     for (int64_t i = 0; i < n / kQKK; ++i) {
       if constexpr (kStream) prefetch_ahead(w + i);
-      const X& b = w[i];
-      __m256i sumi[H][N];
-      zero_all(sumi);
-      #pragma GCC unroll 2
-      for (int s = 0; s < 16; ++s) {
-        #pragma GCC unroll 2
-        for (int h = 0; h < H; ++h) {
-          const __m256i l0 = half(b.sub[s].ql[0], h0 + h), l1 = half(b.sub[s].ql[1], h0 + h);
-          const __m256i qh = half(b.sub[s].qh, h0 + h);
-          const __m256i q[4] = {
-              _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-              _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(qh, m30)),
-              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30))};
-          const __m256i sc = scales_i8(b.sc[s / 2], h0 + h, s);
-          #pragma GCC unroll 8
-          for (int t = 0; t < N; ++t) {
-            const int8_t* at = ab[t][i].qs + 16 * s;
-            const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(q[0], bcast32(at)), _mm256_maddubs_epi16(q[1], bcast32(at + 4)));
-            const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(q[2], bcast32(at + 8)), _mm256_maddubs_epi16(q[3], bcast32(at + 12)));
-            sumi[h][t] = madd_add(madd_add(sumi[h][t], p01, sc), p23, sc);
-            in_order(sumi[h][t]);
-          }
-        }
-      }
+      block(w[i], ab, nullptr, i, h0, acc);
+    }
+    store_tokens(acc, h0, y, ys);
+  }
+
+  // acc += block i of halves [h0, h0 + H) times N tokens (Q8_K's own block sums: no pair sums).
+  template <int H, int N>
+  static void block(const X& b, const BlockQ8K* const* ab, const int32_t* const*, int64_t i, int h0,
+                    __m256 (&acc)[H][N]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    __m256i sumi[H][N];
+    zero_all(sumi);
+    #pragma GCC unroll 2
+    for (int s = 0; s < 16; ++s) {
       #pragma GCC unroll 2
       for (int h = 0; h < H; ++h) {
-        const __m256 d = f16x8(b.d + 8 * (h0 + h));
+        const __m256i l0 = half(b.sub[s].ql[0], h0 + h), l1 = half(b.sub[s].ql[1], h0 + h);
+        const __m256i qh = half(b.sub[s].qh, h0 + h);
+        const __m256i q[4] = {
+            _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+            _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(qh, m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30))};
+        const __m256i sc = scales_i8(b.sc[s / 2], h0 + h, s);
         #pragma GCC unroll 8
         for (int t = 0; t < N; ++t) {
-          __m256i corr = _mm256_setzero_si256();
-          #pragma GCC unroll 8
-          for (int p = 0; p < 8; ++p) {
-            corr = madd_add(corr, _mm256_cvtepi8_epi16(load128(b.sc[p][8 * (h0 + h)])), bcast32(ab[t][i].bsums + 2 * p));
-          }
-          const __m256i total = _mm256_sub_epi32(sumi[h][t], _mm256_slli_epi32(corr, 5));
-          acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, _mm256_set1_ps(ab[t][i].d)), acc[h][t]);
+          const int8_t* at = ab[t][i].qs + 16 * s;
+          const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(q[0], bcast32(at)), _mm256_maddubs_epi16(q[1], bcast32(at + 4)));
+          const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(q[2], bcast32(at + 8)), _mm256_maddubs_epi16(q[3], bcast32(at + 12)));
+          sumi[h][t] = madd_add(madd_add(sumi[h][t], p01, sc), p23, sc);
+          in_order(sumi[h][t]);
         }
       }
     }
-    store_tokens(acc, h0, y, ys);
+    #pragma GCC unroll 2
+    for (int h = 0; h < H; ++h) {
+      const __m256 d = f16x8(b.d + 8 * (h0 + h));
+      #pragma GCC unroll 8
+      for (int t = 0; t < N; ++t) {
+        __m256i corr = _mm256_setzero_si256();
+        #pragma GCC unroll 8
+        for (int p = 0; p < 8; ++p) {
+          corr = madd_add(corr, _mm256_cvtepi8_epi16(load128(b.sc[p][8 * (h0 + h)])), bcast32(ab[t][i].bsums + 2 * p));
+        }
+        const __m256i total = _mm256_sub_epi32(sumi[h][t], _mm256_slli_epi32(corr, 5));
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, _mm256_set1_ps(ab[t][i].d)), acc[h][t]);
+      }
+    }
   }
 };
 
@@ -368,6 +380,53 @@ inline void tiles(int64_t n, const typename K::X* w, const ActRows& a, int64_t t
   }
 }
 
+// One half and tiles of 4 tokens of K-quant block i into acc[h][0..tokens), NT tokens from t0.
+template <typename K, int NT = 4>
+inline void block_tile(int nt, const typename K::X& b, const BlockQ8K* const* ab, const int32_t* const* sums,
+                       int64_t i, int h, __m256* acc) {
+  if constexpr (NT >= 1) {
+    if (nt != NT) return block_tile<K, NT - 1>(nt, b, ab, sums, i, h, acc);
+    __m256 r[1][NT];
+    #pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) r[0][t] = acc[t];
+    K::template block<1, NT>(b, ab, sums, i, h, r);
+    #pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) acc[t] = r[0][t];
+  }
+}
+
+// 3-8 tokens (server slots decoding together) of a K-quant group: block by block, each block's
+// halves and tiles of 4 tokens in turn, so that the weights stream from memory at an even pace
+// while they are multiplied (one half over the whole group and then the other left the memory idle
+// half of the time). matmul_decode/Q4_K/2threads/repacked/{4,8}tokens, medians of interleaved runs
+// on Zen 5 capped to AVX2: 12.2 -> 13.0 and 7.8 -> 8.6 GB/s; what remains are stalls on the weight
+// loads even with software prefetch. Every output sees the half tiles' operations in the same
+// order, so the bits are theirs.
+template <typename K>
+void few_tokens(int64_t n, const typename K::X* w, const ActRows& a, int64_t tokens, bool stream, float* y,
+                int64_t ys) {
+  const BlockQ8K* ab[8];
+  const int32_t* sums[8];
+  for (int64_t t = 0; t < tokens; ++t) {
+    ab[t] = reinterpret_cast<const BlockQ8K*>(a.data + t * a.stride);
+    sums[t] = a.sums + t * a.sums_stride;
+  }
+  __m256 acc[2][8];
+  for (auto& h : acc) std::fill(std::begin(h), std::end(h), _mm256_setzero_ps());
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    if (stream) prefetch_ahead(w + i);
+    for (int h = 0; h < 2; ++h) {
+      for (int64_t t0 = 0; t0 < tokens; t0 += 4) {
+        const int nt = static_cast<int>(std::min<int64_t>(4, tokens - t0));
+        block_tile<K>(nt, w[i], ab + t0, sums + t0, i, h, acc[h] + t0);
+      }
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    for (int64_t t = 0; t < tokens; ++t) _mm256_storeu_ps(y + t * ys + 8 * h, acc[h][t]);
+  }
+}
+
 template <typename K>
 void gemm16(int64_t n, const uint8_t* w, size_t group_bytes, int64_t groups, const ActRows& a, int64_t tokens,
             float* y, int64_t ys) {
@@ -375,6 +434,12 @@ void gemm16(int64_t n, const uint8_t* w, size_t group_bytes, int64_t groups, con
   for (int64_t g = 0; g < groups; ++g) {
     const auto* wg = reinterpret_cast<const typename K::X*>(w + g * group_bytes);
     float* yg = y + 16 * g;
+    if constexpr (K::kHalfTiles) {
+      if (tokens > 2 && tokens <= 8) {
+        few_tokens<K>(n, wg, a, tokens, stream, yg, ys);
+        continue;
+      }
+    }
     if (tokens <= 2 || !K::kHalfTiles) {
       tiles<K, 2>(n, wg, a, tokens, 0, stream, yg, ys);
     } else {
