@@ -182,16 +182,14 @@ inline __m256i fifth_bit(__m256i qh, int k) {
                : _mm256_and_si256(_mm256_srli_epi16(qh, k - 4), m);
 }
 
-// Q4_K / Q5_K against Q8_K. Pairs are at most 2 * 15 * 128 (Q4_K: a sub-block's 8 k-steps sum in
-// int16) or 2 * 31 * 128 (Q5_K: 4 k-steps); vpmaddwd by the 6-bit scale then gives isum * scale.
-template <bool kFive>
-struct K45x16 {
-  using X = std::conditional_t<kFive, BlockQ5Kx16, BlockQ4Kx16>;
+// The K-quants against Q8_K: K::block<H, N> adds one 256-element block of halves [h0, h0 + H)
+// times N tokens to acc; run sums every block of the row. Prompts run them one half at a time.
+template <typename K>
+struct KQuantBlocks {
   static constexpr bool kHalfTiles = true;
   static constexpr bool kPrefetch = false;
-  static constexpr int kRun = kFive ? 4 : 8;  // k-steps summed in int16
 
-  template <int H, int N, bool kStream>
+  template <int H, int N, bool kStream, typename X>
   static void run(int64_t n, const X* w, const ActRows& a, int64_t t0, int h0, float* y, int64_t ys) {
     const BlockQ8K* ab[N];
     token_rows(a, t0, ab);
@@ -202,10 +200,18 @@ struct K45x16 {
     zero_all(acc);
     for (int64_t i = 0; i < n / kQKK; ++i) {
       if constexpr (kStream) prefetch_ahead(w + i);
-      block(w[i], ab, pair_sums, i, h0, acc);
+      K::block(w[i], ab, pair_sums, i, h0, acc);
     }
     store_tokens(acc, h0, y, ys);
   }
+};
+
+// Q4_K / Q5_K against Q8_K. Pairs are at most 2 * 15 * 128 (Q4_K: a sub-block's 8 k-steps sum in
+// int16) or 2 * 31 * 128 (Q5_K: 4 k-steps); vpmaddwd by the 6-bit scale then gives isum * scale.
+template <bool kFive>
+struct K45x16 : KQuantBlocks<K45x16<kFive>> {
+  using X = std::conditional_t<kFive, BlockQ5Kx16, BlockQ4Kx16>;
+  static constexpr int kRun = kFive ? 4 : 8;  // k-steps summed in int16
 
   // acc += block i of halves [h0, h0 + H) times N tokens.
   template <int H, int N>
@@ -278,25 +284,10 @@ struct K45x16 {
 // Q6_K against Q8_K. Stored q in [0, 63] (q - 32 is meant); pairs are at most 2 * 63 * 128, so two
 // k-steps sum in int16 before vpmaddwd by the signed scale. 32 * sum_s sc_s * bsum_s comes off at
 // the end, as in the AVX-512 kernel.
-struct Q6Kx16 {
+struct Q6Kx16 : KQuantBlocks<Q6Kx16> {
   using X = BlockQ6Kx16;
-  static constexpr bool kHalfTiles = true;
-  static constexpr bool kPrefetch = false;
 
-  template <int H, int N, bool kStream>
-  static void run(int64_t n, const X* w, const ActRows& a, int64_t t0, int h0, float* y, int64_t ys) {
-    const BlockQ8K* ab[N];
-    token_rows(a, t0, ab);
-    __m256 acc[H][N];
-    zero_all(acc);
-    for (int64_t i = 0; i < n / kQKK; ++i) {
-      if constexpr (kStream) prefetch_ahead(w + i);
-      block(w[i], ab, nullptr, i, h0, acc);
-    }
-    store_tokens(acc, h0, y, ys);
-  }
-
-  // acc += block i of halves [h0, h0 + H) times N tokens (Q8_K's own block sums: no pair sums).
+  // acc += block i of halves [h0, h0 + H) times N tokens (Q8_K's own block sums, not the pair sums).
   template <int H, int N>
   static void block(const X& b, const BlockQ8K* const* ab, const int32_t* const*, int64_t i, int h0,
                     __m256 (&acc)[H][N]) {
