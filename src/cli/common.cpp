@@ -130,6 +130,26 @@ void add_sampling_flags(CLI::App& cmd, sampling::Params& p) {
   cmd.add_option("--presence-penalty", p.presence_penalty, "presence penalty")->capture_default_str();
 }
 
+void add_spec_flags(CLI::App& cmd, SpecFlags& f) {
+  runtime::SpecParams& p = f.params;
+  cmd.add_option("--spec-type", f.type, "speculative decoding: none or ngram-simple (prompt lookup)")->capture_default_str();
+  cmd.add_option("--spec-draft-n-max", p.n_max, "most tokens to draft")->capture_default_str();
+  cmd.add_option("--spec-draft-n-min", p.n_min, "fewest drafted tokens worth checking")->capture_default_str();
+  cmd.add_option("--spec-draft-p-min,--draft-p-min", p.p_min, "a draft model stops below this probability")
+      ->capture_default_str();
+  cmd.add_option("--spec-ngram-simple-size-n", p.ngram_n, "ngram-simple: the n-gram looked up")->capture_default_str();
+  cmd.add_option("--spec-ngram-simple-size-m", p.ngram_m, "ngram-simple: most tokens drafted")->capture_default_str();
+  cmd.add_option("--spec-ngram-simple-min-hits", p.ngram_min_hits, "ngram-simple: earlier matches needed")
+      ->capture_default_str();
+}
+
+Result<runtime::SpecParams> spec_params(const SpecFlags& f) {
+  runtime::SpecParams p = f.params;
+  STRATA_ASSIGN(p.type, runtime::parse_spec_type(f.type));
+  STRATA_TRY(runtime::validate(p));
+  return p;
+}
+
 int fail(const Error& e) {
   fmt::print(stderr, "error: {}\n", e.message);
   return e.code == ErrorCode::kPlacementRefused ? 2 : 1;

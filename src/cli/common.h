@@ -8,6 +8,7 @@
 #include "cli/llama_flags.h"
 #include "runtime/engine.h"
 #include "runtime/local_workers.h"
+#include "runtime/speculative.h"
 #include "sampling/sampler.h"
 
 namespace strata::cli {
@@ -51,6 +52,15 @@ Result<std::unique_ptr<runtime::Engine>> load_engine(const ModelFlags& f, runtim
                                                      int32_t n_checkpoints = 0);
 // --temp --top-k --top-p --min-p --seed --repeat-penalty --repeat-last-n --frequency-penalty --presence-penalty
 void add_sampling_flags(CLI::App& cmd, sampling::Params& p);
+
+// Speculative decoding, with llama-server's names: --spec-type, --spec-draft-n-max, --spec-draft-n-min,
+// --spec-draft-p-min, --spec-ngram-simple-size-n, --spec-ngram-simple-size-m, --spec-ngram-simple-min-hits.
+struct SpecFlags {
+  std::string type = "none";
+  runtime::SpecParams params;
+};
+void add_spec_flags(CLI::App& cmd, SpecFlags& f);
+Result<runtime::SpecParams> spec_params(const SpecFlags& f);
 
 // Prints "error: ..." to stderr; returns the exit status for a failure: 2 for
 // ErrorCode::kPlacementRefused (--strict-placement), else 1.

@@ -75,25 +75,39 @@ Result<GenerationStats> generate(Engine& engine, const GenerationRequest& reques
   start = std::chrono::steady_clock::now();
   std::string rest;  // text after the last token reported
   model::Batch batch;
+  Speculation spec(request.spec);
+  std::vector<GenerationStep> steps = {gen.next_token(logits)};
   while (true) {
-    GenerationStep step = gen.next_token(logits);
+    bool stop = false;
+    for (GenerationStep& step : steps) {
+      if (step.end_of_generation) {
+        stats.stopped_at_eog = true;
+        rest = std::move(step.text);
+        stop = true;
+      } else if (!on_token(step.token, step.text)) {
+        rest = gen.finish_early();
+        stop = true;
+      }
+      if (stop || step.done) break;
+    }
     stats.n_generated = gen.n_generated();
-    if (step.end_of_generation) {
-      stats.stopped_at_eog = true;
-      rest = std::move(step.text);
-      break;
-    }
-    if (!on_token(step.token, step.text)) {
-      rest = gen.finish_early();
-      break;
-    }
-    if (step.done) break;
+    if (stop || gen.done()) break;
     batch.clear();
-    gen.feed(batch, 1);
+    const std::vector<text::Token> draft = spec.draft(gen);
+    if (draft.empty()) {
+      gen.feed(batch, 1);
+      STRATA_ASSIGN(logits, engine.decode(batch, top_k));
+      steps = {gen.next_token(logits)};
+      continue;
+    }
+    STRATA_TRY(spec.feed(engine, gen, draft, batch));
     STRATA_ASSIGN(logits, engine.decode(batch, top_k));
+    STRATA_ASSIGN(Generation::DraftResult checked, spec.accept(engine, gen, logits));
+    steps = std::move(checked.steps);
   }
   if (!rest.empty()) on_token(-1, rest);
   stats.generation_seconds = seconds_since(start);
+  stats.spec = spec.stats();
   return stats;
 }
 

@@ -8,6 +8,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/generation.h"
+#include "runtime/speculative.h"
 #include "sampling/sampler.h"
 
 namespace strata::runtime {
@@ -18,6 +19,7 @@ struct GenerationStats {
   int32_t n_generated = 0;
   double generation_seconds = 0;
   bool stopped_at_eog = false;
+  SpecStats spec;  // drafted and kept tokens, with speculation
   double prompt_tokens_per_second() const { return prompt_seconds > 0 ? n_prompt / prompt_seconds : 0; }
   double generation_tokens_per_second() const {
     return generation_seconds > 0 ? n_generated / generation_seconds : 0;
@@ -35,6 +37,7 @@ struct GenerationRequest {
   int32_t seq = 0;
   bool ignore_eos = false;
   std::shared_ptr<const grammar::Grammar> grammar = nullptr;  // constrains the tokens (GenerationParams::grammar)
+  SpecParams spec{};  // speculative decoding (the engine keeps Speculation::checkpoints_needed checkpoints)
 };
 
 // The engine's facts a Generation needs.

@@ -31,7 +31,7 @@ int32_t Generation::candidates_needed() const {
 Feed Generation::feed(model::Batch& batch, int32_t budget) {
   Feed out;
   if (done_ || batch.size() >= budget) return out;
-  before_feed_ = {prompt_done_, n_past_, next_, true};
+  save_feed_state();
   if (replaying()) {  // the cache's tokens again, after a recovery emptied it; no logits wanted
     const int32_t take = static_cast<int32_t>(std::min<int64_t>(budget - batch.size(), static_cast<int64_t>(replay_.size()) - n_past_));
     for (int32_t i = 0; i < take; ++i) batch.add(replay_[n_past_ + i], n_past_ + i, seq_, false);
@@ -67,7 +67,8 @@ Feed Generation::feed(model::Batch& batch, int32_t budget) {
 
 void Generation::replay_after_failure(bool last_feed_failed) {
   if (last_feed_failed && before_feed_.valid) {
-    if (before_feed_.next >= 0 && next_ < 0 && !fed_generated_.empty()) fed_generated_.pop_back();
+    fed_generated_.resize(std::min(fed_generated_.size(), before_feed_.fed_generated));
+    draft_.clear();
     prompt_done_ = before_feed_.prompt_done;
     n_past_ = before_feed_.n_past;
     next_ = before_feed_.next;
@@ -133,6 +134,62 @@ GenerationStep Generation::next_token(std::span<const float> logits) {
   held_.erase(0, keep_from);
   next_ = step.token;
   return step;
+}
+
+std::vector<text::Token> Generation::history() const {
+  if (next_ < 0 || replaying()) return {};
+  std::vector<text::Token> out = tokens_in_cache();
+  out.push_back(next_);
+  return out;
+}
+
+int32_t Generation::draft_room() const {
+  if (done_ || next_ < 0 || replaying()) return 0;
+  // The waiting token takes position n_past_; a draft of k takes up to n_past_ + k, and next_token()
+  // ends the generation once n_past_ + 1 reaches the context, so a last draft row there is useless.
+  int64_t room = static_cast<int64_t>(model_.n_ctx_per_seq) - 2 - n_past_;
+  // Each kept drafted token is one more sampled token; the row after the last draft samples one too.
+  if (params_.max_tokens >= 0) room = std::min<int64_t>(room, params_.max_tokens - n_generated_ - 1);
+  return static_cast<int32_t>(std::max<int64_t>(0, room));
+}
+
+Feed Generation::feed_draft(model::Batch& batch, std::span<const text::Token> draft) {
+  Feed out;
+  if (batch.size() != 0 || draft.size() > static_cast<size_t>(draft_room())) return out;
+  save_feed_state();
+  batch.add(next_, n_past_++, seq_, true);
+  fed_generated_.push_back(next_);
+  next_ = -1;
+  for (text::Token t : draft) {
+    batch.add(t, n_past_++, seq_, true);
+    fed_generated_.push_back(t);
+  }
+  draft_.assign(draft.begin(), draft.end());
+  out.wants_logits = true;
+  return out;
+}
+
+Generation::DraftResult Generation::accept_draft(std::span<const float> rows) {
+  DraftResult out;
+  const size_t V = static_cast<size_t>(model_.n_vocab);
+  const size_t k = draft_.size();
+  // Positions before the waiting token's: every row sees the positions up to its own.
+  const int32_t base = n_past_ - static_cast<int32_t>(k) - 1;
+  const size_t generated_before = fed_generated_.size() - k;
+  for (size_t i = 0; i <= k && (i + 1) * V <= rows.size(); ++i) {
+    n_past_ = base + 1 + static_cast<int32_t>(i);
+    fed_generated_.resize(generated_before + i);  // what the cache holds for this row
+    GenerationStep step = next_token(rows.subspan(i * V, V));
+    const bool keep = !step.done && !step.end_of_generation && i < k && step.token == draft_[i];
+    out.steps.push_back(std::move(step));
+    if (!keep) break;
+    fed_generated_.push_back(draft_[i]);  // the drafted token is the one sampled: already in the cache
+    next_ = -1;
+    ++out.accepted;
+  }
+  n_past_ = base + 1 + out.accepted;
+  draft_.clear();
+  return out;
 }
 
 // The reasoning budget's forced text when it is due (and the grammar allows it), else a sample.

@@ -115,6 +115,26 @@ class Generation {
   // once per such feed, and not once done.
   GenerationStep next_token(std::span<const float> logits);
 
+  // Speculative decoding. The tokens speculation may see: those the sequence holds and the sampled
+  // token waiting to be decoded (empty while prompting or replaying).
+  std::vector<text::Token> history() const;
+  // How many drafted tokens may follow the waiting token: as many as the context and max_tokens
+  // leave room to sample (0 when no token waits).
+  int32_t draft_room() const;
+  // Adds the waiting token and `draft` (tokens guessed to follow it, at most draft_room()) to the
+  // batch, every row asking for logits. Rows are added only when the batch is empty.
+  Feed feed_draft(model::Batch& batch, std::span<const text::Token> draft);
+  // After feed_draft: samples from its rows in order (rows: one n_vocab row per fed token), keeping
+  // each drafted token while the token sampled before it equals it, so every token is drawn from the
+  // target model's own distribution given the tokens before it (greedy output is the output without
+  // speculation). Stops at the first mismatch or when done. `accepted` is the drafted tokens kept; the
+  // sequence then holds n_past() positions and the caller cuts the cache back to it.
+  struct DraftResult {
+    std::vector<GenerationStep> steps;
+    int32_t accepted = 0;
+  };
+  DraftResult accept_draft(std::span<const float> rows);
+
   // Ends the generation at the caller's request; returns the text still held back.
   std::string finish_early();
 
@@ -135,13 +155,16 @@ class Generation {
   int32_t n_past_ = 0;      // positions fed (the prompt's and the generated tokens')
   text::Token next_ = -1;   // sampled and not yet fed
   std::vector<text::Token> fed_generated_;
+  std::vector<text::Token> draft_;  // the drafted tokens of the last feed_draft(), until accept_draft()
   std::vector<int32_t> breaks_;  // ascending prompt positions feed() stops at
   struct FeedState {
     size_t prompt_done = 0;
     int32_t n_past = 0;
     text::Token next = -1;
+    size_t fed_generated = 0;
     bool valid = false;
   };
+  void save_feed_state() { before_feed_ = {prompt_done_, n_past_, next_, fed_generated_.size(), true}; }
   FeedState before_feed_;           // what the last feed() changed, for replay_after_failure()
   std::vector<text::Token> replay_;  // the tokens being fed again; positions n_past_.. are left
   int32_t replays_ = 0;
