@@ -13,6 +13,112 @@
 
 namespace strata::cli {
 
+namespace {
+
+// What every row of the report says about the model and the run.
+struct Report {
+  const runtime::Engine* engine = nullptr;
+  const ModelFlags* flags = nullptr;
+  uint64_t model_size = 0, per_token = 0;
+  std::string type;
+  double bandwidth = 0;  // --roofline
+};
+
+Report describe(const runtime::Engine& e, const ModelFlags& flags) {
+  const model::Model& m = e.model();
+  Report r;
+  r.engine = &e;
+  r.flags = &flags;
+  for (const auto& t : m.all_infos()) r.model_size += t.nbytes;
+  r.per_token = runtime::bytes_read_per_token(m);
+  const std::string key(gguf::names::kFileType);
+  const auto file_type = m.file().get_int(key);
+  r.type = m.file().has(key) ? fmt::format("file_type {}", file_type.ok() ? *file_type : -1) : "?";
+  return r;
+}
+
+// The one-token generation result the checks compare with.
+const runtime::BenchResult* generation_of(const std::vector<runtime::BenchResult>& results) {
+  for (const auto& r : results) {
+    if (r.n_gen > 0 && r.rows_per_step == 1) return &r;
+  }
+  return nullptr;
+}
+
+constexpr double kAcceptance[] = {0.5, 0.7, 0.9};
+
+void print_json(const Report& rep, const std::vector<runtime::BenchResult>& results, bool roofline) {
+  const runtime::Engine& e = *rep.engine;
+  const model::Model& m = e.model();
+  const runtime::BenchResult* generation = generation_of(results);
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : results) {
+    nlohmann::json j = {{"build_commit", "strata"}, {"cpu_info", fmt::format("{}", fmt::join(cpu_features(), " "))},
+                        {"backends", "CPU"}, {"model_filename", m.file().path()},
+                        {"model_type", m.hparams().arch + " " + rep.type}, {"model_size", rep.model_size},
+                        {"model_n_params", m.n_params()}, {"model_n_params_active", m.n_active_params()},
+                        {"n_batch", rep.flags->n_batch}, {"n_ubatch", rep.flags->n_batch}, {"n_threads", e.n_threads()},
+                        {"n_nodes", e.plan().nodes.size()}, {"type_k", rep.flags->llama.cache_type_k},
+                        {"type_v", rep.flags->llama.cache_type_v}, {"n_prompt", r.n_prompt}, {"n_gen", r.n_gen},
+                        {"n_depth", r.n_depth}, {"test_time", std::time(nullptr)}, {"avg_ns", r.avg_ns()},
+                        {"stddev_ns", r.stddev_ns()}, {"avg_ts", r.avg_ts()}, {"stddev_ts", r.stddev_ts()},
+                        {"samples_ns", r.samples_ns}};
+    if (r.rows_per_step > 1 && generation) {
+      const int32_t k = r.rows_per_step - 1;
+      const double cost = runtime::check_cost(r, *generation);
+      j["spec_draft_n"] = k;
+      j["check_cost_steps"] = cost;
+      for (double a : kAcceptance) j["speedup_at_" + fmt::format("{:.0f}", 100 * a)] = runtime::implied_speedup(cost, k, a);
+    } else if (roofline && r.n_gen > 0) {
+      j["read_bandwidth_bytes_per_s"] = rep.bandwidth;
+      j["bytes_per_token"] = rep.per_token;
+      j["roofline_ts"] = rep.bandwidth / rep.per_token;
+      j["roofline_pct"] = 100.0 * r.avg_ts() / (rep.bandwidth / rep.per_token);
+    }
+    out.push_back(j);
+  }
+  fmt::print("{}\n", out.dump(2));
+}
+
+void print_markdown(const Report& rep, const std::vector<runtime::BenchResult>& results, bool roofline) {
+  const runtime::Engine& e = *rep.engine;
+  const model::Model& m = e.model();
+  fmt::print("| model | size | params | active | type | threads | nodes | test | t/s |\n");
+  fmt::print("| --- | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: |\n");
+  for (const auto& r : results) {
+    if (r.rows_per_step > 1) continue;
+    fmt::print("| {} | {:.2f} MiB | {:.2f} M | {:.2f} M | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n",
+               std::filesystem::path(m.file().path()).filename().string(), rep.model_size / 1048576.0,
+               m.n_params() / 1e6, m.n_active_params() / 1e6, rep.type, e.n_threads(), e.plan().nodes.size(), r.test,
+               r.avg_ts(), r.stddev_ts());
+  }
+  const runtime::BenchResult* generation = generation_of(results);
+  if (roofline && generation) {
+    const double bound = rep.bandwidth / rep.per_token;
+    fmt::print("\nroofline: read bandwidth {:.1f} GB/s ({} threads), {:.1f} MB read per token -> at most {:.1f} t/s; "
+               "{} reached {:.1f} t/s = {:.0f}% of the bound\n",
+               rep.bandwidth / 1e9, e.n_threads(), rep.per_token / 1e6, bound, generation->test, generation->avg_ts(),
+               100.0 * generation->avg_ts() / bound);
+  }
+  bool header = false;
+  for (const auto& r : results) {
+    if (r.rows_per_step == 1 || !generation) continue;
+    if (!header) {
+      fmt::print("\nspeculative checks against one decode step ({}; speedup if each drafted token is kept with "
+                 "probability a, drafting not counted):\n\n| test | ms per check | cost in steps | a = 50% | a = 70% | "
+                 "a = 90% |\n| --- | ---: | ---: | ---: | ---: | ---: |\n", generation->test);
+      header = true;
+    }
+    const int32_t k = r.rows_per_step - 1;
+    const double cost = runtime::check_cost(r, *generation);
+    fmt::print("| {} | {:.3f} | {:.2f} | {:.2f}x | {:.2f}x | {:.2f}x |\n", r.test, r.avg_ns() / r.n_gen / 1e6, cost,
+               runtime::implied_speedup(cost, k, 0.5), runtime::implied_speedup(cost, k, 0.7),
+               runtime::implied_speedup(cost, k, 0.9));
+  }
+}
+
+}  // namespace
+
 Command add_bench(CLI::App& app) {
   struct Flags {
     ModelFlags model;
@@ -22,6 +128,7 @@ Command add_bench(CLI::App& app) {
     int32_t repetitions = 5;
     std::string output = "md";
     bool roofline = false;
+    int32_t spec_n_max = 0;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("bench", "prompt processing and generation speed (llama-bench style)");
@@ -34,15 +141,19 @@ Command add_bench(CLI::App& app) {
   cmd->add_option("-r,--repetitions", f->repetitions, "repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
   cmd->add_option("-o,--output", f->output, "md or json")->capture_default_str()->check(CLI::IsMember({"md", "json"}));
   cmd->add_flag("--roofline", f->roofline, "measure read bandwidth and print the decode upper bound");
+  cmd->add_option("--spec-draft-n-max", f->spec_n_max,
+                  "also time speculative checks of k = 1..N drafted tokens against one decode step (-n checks each)")
+      ->capture_default_str()->check(CLI::Range(0, 16));
   return [f]() -> int {
-    f->model.n_ctx = std::max(f->n_prompt, f->n_gen) + 1 + f->n_depth;
-    f->model.n_batch = std::max(1, f->n_prompt);
+    if (f->spec_n_max > 0 && f->n_gen == 0) return fail(make_error("--spec-draft-n-max needs -n > 0"));
+    f->model.n_ctx = std::max(f->n_prompt, f->n_gen * (f->spec_n_max + 1)) + 1 + f->n_depth;
+    f->model.n_batch = std::max({1, f->n_prompt, f->spec_n_max + 1});
     runtime::LocalWorkers workers;
-    // Each test goes back to its depth through a state checkpoint on recurrent models.
-    auto engine = load_engine(f->model, workers, f->n_depth > 0 ? 1 : 0);
+    // Each test goes back to its depth through a state checkpoint on recurrent models, and a check
+    // takes one before it.
+    auto engine = load_engine(f->model, workers, (f->n_depth > 0 ? 1 : 0) + (f->spec_n_max > 0 ? 1 : 0));
     if (!engine.ok()) return fail(engine.error());
     runtime::Engine& e = **engine;
-    const model::Model& m = e.model();
     std::vector<runtime::BenchResult> results;
     if (f->n_prompt > 0) {
       auto r = runtime::bench_prompt(e, f->n_prompt, f->repetitions, f->n_depth);
@@ -54,58 +165,21 @@ Command add_bench(CLI::App& app) {
       if (!r.ok()) return fail(r.error());
       results.push_back(*r);
     }
-    uint64_t model_size = 0;
-    for (const auto& t : m.all_infos()) model_size += t.nbytes;
-    const uint64_t per_token = runtime::bytes_read_per_token(m);
-    const std::string key(gguf::names::kFileType);
-    const auto file_type = m.file().get_int(key);
-    const std::string type = m.file().has(key) ? fmt::format("file_type {}", file_type.ok() ? *file_type : -1) : "?";
-    double bandwidth = 0;
+    for (int32_t k = 1; k <= f->spec_n_max; ++k) {
+      auto r = runtime::bench_check(e, k, f->n_gen, f->repetitions, f->n_depth);
+      if (!r.ok()) return fail(r.error());
+      results.push_back(*r);
+    }
+    Report report = describe(e, f->model);
     if (f->roofline) {
       auto bw = runtime::measure_read_bandwidth(e.n_threads());
       if (!bw.ok()) return fail(bw.error());
-      bandwidth = *bw;
+      report.bandwidth = *bw;
     }
-    const std::string nodes = fmt::format("{}", e.plan().nodes.size());
     if (f->output == "json") {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& r : results) {
-        nlohmann::json j = {{"build_commit", "strata"}, {"cpu_info", fmt::format("{}", fmt::join(cpu_features(), " "))},
-                            {"backends", "CPU"}, {"model_filename", m.file().path()},
-                            {"model_type", m.hparams().arch + " " + type}, {"model_size", model_size},
-                            {"model_n_params", m.n_params()}, {"model_n_params_active", m.n_active_params()},
-                            {"n_batch", f->model.n_batch}, {"n_ubatch", f->model.n_batch}, {"n_threads", e.n_threads()},
-                            {"n_nodes", e.plan().nodes.size()}, {"type_k", f->model.llama.cache_type_k}, {"type_v", f->model.llama.cache_type_v},
-                            {"n_prompt", r.n_prompt}, {"n_gen", r.n_gen}, {"n_depth", r.n_depth}, {"test_time", std::time(nullptr)},
-                            {"avg_ns", r.avg_ns()}, {"stddev_ns", r.stddev_ns()}, {"avg_ts", r.avg_ts()},
-                            {"stddev_ts", r.stddev_ts()}, {"samples_ns", r.samples_ns}};
-        if (f->roofline && r.n_gen > 0) {
-          j["read_bandwidth_bytes_per_s"] = bandwidth;
-          j["bytes_per_token"] = per_token;
-          j["roofline_ts"] = bandwidth / per_token;
-          j["roofline_pct"] = 100.0 * r.avg_ts() / (bandwidth / per_token);
-        }
-        out.push_back(j);
-      }
-      fmt::print("{}\n", out.dump(2));
-      return 0;
-    }
-    fmt::print("| model | size | params | active | type | threads | nodes | test | t/s |\n");
-    fmt::print("| --- | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: |\n");
-    for (const auto& r : results) {
-      fmt::print("| {} | {:.2f} MiB | {:.2f} M | {:.2f} M | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n",
-                 std::filesystem::path(m.file().path()).filename().string(), model_size / 1048576.0,
-                 m.n_params() / 1e6, m.n_active_params() / 1e6, type, e.n_threads(), nodes, r.test, r.avg_ts(),
-                 r.stddev_ts());
-    }
-    if (f->roofline) {
-      for (const auto& r : results) {
-        if (r.n_gen == 0) continue;
-        const double bound = bandwidth / per_token;
-        fmt::print("\nroofline: read bandwidth {:.1f} GB/s ({} threads), {:.1f} MB read per token -> at most {:.1f} t/s; "
-                   "{} reached {:.1f} t/s = {:.0f}% of the bound\n",
-                   bandwidth / 1e9, e.n_threads(), per_token / 1e6, bound, r.test, r.avg_ts(), 100.0 * r.avg_ts() / bound);
-      }
+      print_json(report, results, f->roofline);
+    } else {
+      print_markdown(report, results, f->roofline);
     }
     return 0;
   };

@@ -1,5 +1,6 @@
 #include "runtime/bench.h"
 
+#include <fmt/core.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -93,7 +94,7 @@ Result<BenchResult> bench_prompt(Engine& engine, int32_t n_prompt, int32_t repet
   if (n_prompt < 1 || n_prompt > engine.n_ctx_per_seq()) {
     return make_error("bench: -p {} must be between 1 and the context {}", n_prompt, engine.n_ctx_per_seq());
   }
-  BenchResult r{test_name("pp", n_prompt, depth), n_prompt, 0, depth, {}};
+  BenchResult r{test_name("pp", n_prompt, depth), n_prompt, 0, depth, 1, {}};
   const std::vector<text::Token> tokens = random_tokens(engine, n_prompt, 1);
   STRATA_ASSIGN(Depth at, Depth::fill(engine, depth, n_prompt));
   model::Batch batch;
@@ -112,28 +113,66 @@ Result<BenchResult> bench_prompt(Engine& engine, int32_t n_prompt, int32_t repet
   return r;
 }
 
-Result<BenchResult> bench_generation(Engine& engine, int32_t n_gen, int32_t repetitions, int32_t depth) {
-  if (n_gen < 1 || n_gen > engine.n_ctx_per_seq()) {
-    return make_error("bench: -n {} must be between 1 and the context {}", n_gen, engine.n_ctx_per_seq());
-  }
-  BenchResult r{test_name("tg", n_gen, depth), 0, n_gen, depth, {}};
-  const std::vector<text::Token> tokens = random_tokens(engine, n_gen, 2);
-  // Each token's logits reach the coordinator as `strata run` needs them with default sampling.
+namespace {
+
+// n_steps decode steps of `rows` tokens of sequence 0 after `depth`, every row's logits as `strata run`
+// needs them with default sampling; `before_step` runs ahead of each step, inside the timing.
+Result<BenchResult> bench_steps(Engine& engine, BenchResult r, int32_t repetitions,
+                                const std::function<Status(int32_t pos)>& before_step) {
+  const int32_t rows = r.rows_per_step, steps = r.n_gen, depth = r.n_depth;
+  const std::vector<text::Token> tokens = random_tokens(engine, steps * rows, 2);
   const int32_t top_k = sampling::candidates_needed(sampling::Params{}, engine.n_vocab());
-  STRATA_ASSIGN(Depth at, Depth::fill(engine, depth, n_gen));
+  STRATA_ASSIGN(Depth at, Depth::fill(engine, depth, steps * rows));
   model::Batch batch;
-  for (int32_t i = -1; i < repetitions; ++i) {
+  for (int32_t i = -1; i < repetitions; ++i) {  // i == -1: warm-up
     STRATA_TRY(at.rewind());
     const auto start = std::chrono::steady_clock::now();
-    for (int32_t t = 0; t < n_gen; ++t) {
+    for (int32_t t = 0; t < steps * rows; t += rows) {
+      if (before_step) STRATA_TRY(before_step(depth + t));
       batch.clear();
-      batch.add(tokens[t], depth + t, 0, true);
+      for (int32_t j = t; j < t + rows; ++j) batch.add(tokens[j], depth + j, 0, true);
       STRATA_TRY(engine.decode(batch, top_k));
     }
     const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
     if (i >= 0) r.samples_ns.push_back(ns);
   }
   return r;
+}
+
+}  // namespace
+
+Result<BenchResult> bench_generation(Engine& engine, int32_t n_gen, int32_t repetitions, int32_t depth) {
+  if (n_gen < 1 || n_gen > engine.n_ctx_per_seq()) {
+    return make_error("bench: -n {} must be between 1 and the context {}", n_gen, engine.n_ctx_per_seq());
+  }
+  return bench_steps(engine, {test_name("tg", n_gen, depth), 0, n_gen, depth, 1, {}}, repetitions, {});
+}
+
+Result<BenchResult> bench_check(Engine& engine, int32_t k, int32_t n_checks, int32_t repetitions, int32_t depth) {
+  if (k < 1 || n_checks < 1 || static_cast<int64_t>(n_checks) * (k + 1) > engine.n_ctx_per_seq()) {
+    return make_error("bench: {} checks of {} drafted tokens do not fit the context {}", n_checks, k, engine.n_ctx_per_seq());
+  }
+  const std::string name = fmt::format("check k={} ({} rows){}", k, k + 1, depth > 0 ? fmt::format(" @ d{}", depth) : "");
+  std::function<Status(int32_t)> checkpoint;
+  if (engine.needs_checkpoints()) {  // as Speculation does: one before each check, the last one dropped
+    checkpoint = [&engine, depth, held = int32_t{-1}](int32_t pos) mutable -> Status {
+      if (held >= 0 && !(depth > 0 && held == depth)) STRATA_TRY(engine.drop_checkpoint(0, held));  // keep Depth's
+      held = pos;
+      return engine.save_checkpoint(0, pos);
+    };
+  }
+  return bench_steps(engine, {name, 0, n_checks, depth, k + 1, {}}, repetitions, checkpoint);
+}
+
+double check_cost(const BenchResult& check, const BenchResult& generation) {
+  if (check.n_gen <= 0 || generation.n_gen <= 0 || generation.avg_ns() <= 0) return 0;
+  return (check.avg_ns() / check.n_gen) / (generation.avg_ns() / generation.n_gen);
+}
+
+double implied_speedup(double cost, int32_t k, double acceptance) {
+  if (cost <= 0) return 0;
+  const double tokens = acceptance >= 1 ? k + 1 : (1 - std::pow(acceptance, k + 1)) / (1 - acceptance);
+  return tokens / cost;
 }
 
 uint64_t bytes_read_per_token(const model::Model& model) {

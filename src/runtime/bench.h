@@ -14,6 +14,7 @@ struct BenchResult {
   int32_t n_prompt = 0;
   int32_t n_gen = 0;
   int32_t n_depth = 0;
+  int32_t rows_per_step = 1;       // generation: tokens each decode step takes (k+1 for a speculative check)
   std::vector<double> samples_ns;  // one per repetition
   double avg_ts() const;           // tokens per second, mean over repetitions
   double stddev_ts() const;
@@ -27,6 +28,15 @@ struct BenchResult {
 // with recurrent layers, so the engine needs one: Engine::needs_checkpoints).
 Result<BenchResult> bench_prompt(Engine& engine, int32_t n_prompt, int32_t repetitions, int32_t depth = 0);
 Result<BenchResult> bench_generation(Engine& engine, int32_t n_gen, int32_t repetitions, int32_t depth = 0);
+// A speculative check of k drafted tokens, as generation does it: n_checks steps, each one batch of
+// k+1 rows of one sequence with every row's logits (and, on a model with recurrent layers, the state
+// checkpoint taken before it, which needs one more engine checkpoint). Counts n_gen = n_checks.
+Result<BenchResult> bench_check(Engine& engine, int32_t k, int32_t n_checks, int32_t repetitions, int32_t depth = 0);
+// What a check of k drafts costs in one-token decode steps, and the speedup it implies when each
+// drafted token is kept with probability `acceptance` (independently): tokens per check, (1 - a^(k+1))
+// / (1 - a), over that cost. Drafting itself is not counted.
+double check_cost(const BenchResult& check, const BenchResult& generation);
+double implied_speedup(double cost, int32_t k, double acceptance);
 
 // Bytes of weights one decoded token reads: every layer's weights and the output head, only the
 // used share of routed experts, one row of the embeddings.

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <regex>
@@ -27,6 +28,51 @@ TEST(Cli, run_prints_the_golden_greedy_continuation_of_stories260K) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find(g.json["greedy_text"].get<std::string>()), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
+}
+
+// --spec-type ngram-simple prints the same text as plain decoding and says what it drafted; a name
+// llama.cpp has but Strata does not build is refused by name.
+TEST(Cli, run_with_ngram_speculation_prints_the_same_text_and_its_acceptance) {
+  STRATA_SHARED_FILE(model, "models/stories260K.gguf");
+  const std::string run = strata() + " run -m " + shell_quote(model) + " -p 'Once upon a time' -n 300 --temp 0 -t 1";
+  const auto plain = run_command(run);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto spec = run_command(run + " --spec-type ngram-simple --spec-ngram-simple-size-n 3");
+  ASSERT_EQ(spec.exit_code, 0) << spec.err;
+  EXPECT_EQ(spec.out, plain.out);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(spec.err, m, std::regex(R"((\d+) tokens drafted, (\d+) accepted)"))) << spec.err;
+  EXPECT_GT(std::stoi(m[2]), 0) << spec.err;
+  const auto eagle = run_command(run + " --spec-type draft-eagle3");
+  EXPECT_NE(eagle.exit_code, 0);
+  EXPECT_NE(eagle.err.find("draft-eagle3"), std::string::npos) << eagle.err;
+  const auto bad = run_command(run + " --spec-type ngram-simple --spec-ngram-simple-size-m 0");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--spec-ngram-simple-size-m"), std::string::npos) << bad.err;
+}
+
+// bench --spec-draft-n-max times checks of k = 1..N drafted tokens, on a hybrid model with the state
+// checkpoint each takes, and reports their cost in decode steps and the speedups they imply.
+TEST(Cli, bench_reports_the_cost_of_speculative_checks) {
+  STRATA_SHARED_FILE(model, "models/synth/qwen35moe-q4_k_m.gguf");
+  const auto r = run_command(strata() + " bench -m " + shell_quote(model) +
+                             " -p 0 -n 8 -r 1 -t 1 --spec-draft-n-max 3 -d 16 -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 4u) << r.out;
+  for (int k = 1; k <= 3; ++k) {
+    const auto& row = rows[k];
+    EXPECT_EQ(row["spec_draft_n"].get<int>(), k);
+    const double cost = row["check_cost_steps"].get<double>();
+    EXPECT_GT(cost, 0.0);
+    // At 90% acceptance the speedup is the expected tokens per check over its cost.
+    const double tokens = (1 - std::pow(0.9, k + 1)) / 0.1;
+    EXPECT_NEAR(row["speedup_at_90"].get<double>(), tokens / cost, 1e-9);
+  }
+  const auto md = run_command(strata() + " bench -m " + shell_quote(model) + " -p 0 -n 4 -r 1 -t 1 --spec-draft-n-max 1");
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find("| check k=1 (2 rows) |"), std::string::npos) << md.out;
+  EXPECT_NE(run_command(strata() + " bench -m " + shell_quote(model) + " -n 0 --spec-draft-n-max 2").exit_code, 0);
 }
 
 // strata plan counts the prompt cache's state checkpoints per node, as strata serve keeps them.
