@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "cli/common.h"
@@ -15,8 +16,10 @@ std::vector<std::pair<int32_t, float>> top_n(const float* row, int32_t n_vocab, 
   std::vector<int32_t> ids(n_vocab);
   std::iota(ids.begin(), ids.end(), 0);
   n = std::min(n, n_vocab);
+  // NaN (a broken model's logits) sorts last: a comparator it breaks is undefined behaviour.
+  auto key = [&](int32_t i) { return std::isnan(row[i]) ? -INFINITY : row[i]; };
   std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
-    return row[a] > row[b] || (row[a] == row[b] && a < b);
+    return key(a) > key(b) || (key(a) == key(b) && a < b);
   });
   std::vector<std::pair<int32_t, float>> out;
   for (int32_t i = 0; i < n; ++i) out.emplace_back(ids[i], row[ids[i]]);

@@ -78,6 +78,14 @@ Command add_info(CLI::App& app) {
                      n_recurrent, hp.n_layer - n_recurrent, hp.ssm_conv_kernel, hp.ssm_n_k_heads, hp.ssm_n_v_heads,
                      hp.ssm_state_size);
         }
+        if (hp.n_nextn > 0) {
+          uint64_t mtp_params = 0;
+          for (const auto& t : (*m)->tensors()) mtp_params += t.decl.mtp ? static_cast<uint64_t>(t.info->n_elements()) : 0;
+          const Status usable = (*m)->mtp_available();
+          fmt::print("multi-token prediction: {} block (blk.{}), {} parameters, {}\n", hp.n_nextn, hp.n_layer, mtp_params,
+                     usable.ok() ? "not run by the trunk (a draft model for speculative decoding)"
+                                 : usable.error().message);
+        }
       } else {
         fmt::print("model: cannot run: {}\n", m.error().message);
       }

@@ -72,6 +72,10 @@ Command add_synth(CLI::App& app) {
                          [](tools::SynthSpec& d, const tools::SynthSpec& s) { d.n_vocab = s.n_vocab; });
   f->fields.emplace_back(cmd->add_flag("--tied-output", f->spec.tied_output, "no output.weight: reuse token_embd"),
                          [](tools::SynthSpec& d, const tools::SynthSpec& s) { d.tied_output = s.tied_output; });
+  f->fields.emplace_back(cmd->add_flag("--mtp", f->spec.n_nextn,
+                                       "append a multi-token-prediction block (nextn_predict_layers 1; qwen35 family), "
+                                       "as llama.cpp loads it for --spec-type draft-mtp"),
+                         [](tools::SynthSpec& d, const tools::SynthSpec& s) { d.n_nextn = s.n_nextn; });
   return [f]() -> int {
     std::string type = f->type;
     for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

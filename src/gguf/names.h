@@ -137,6 +137,13 @@ inline constexpr std::string_view kSsmDt = "ssm_dt";  // carries a bias only
 inline constexpr std::string_view kSsmA = "ssm_a";    // no suffix: "blk.<il>.ssm_a"
 inline constexpr std::string_view kSsmNorm = "ssm_norm";
 inline constexpr std::string_view kSsmOut = "ssm_out";
+// Multi-token prediction (MTP) blocks, after the trunk's layers: "blk.<il>.nextn.<name>".
+inline constexpr std::string_view kNextnEhProj = "nextn.eh_proj";        // {2E, E}: [embedding | hidden] -> E
+inline constexpr std::string_view kNextnEnorm = "nextn.enorm";            // the token embedding's norm
+inline constexpr std::string_view kNextnHnorm = "nextn.hnorm";            // the trunk hidden state's norm
+inline constexpr std::string_view kNextnEmbedTokens = "nextn.embed_tokens";  // optional: else token_embd
+inline constexpr std::string_view kNextnSharedHeadHead = "nextn.shared_head_head";  // optional: else the output head
+inline constexpr std::string_view kNextnSharedHeadNorm = "nextn.shared_head_norm";  // optional: else output_norm
 }  // namespace tensor
 
 inline constexpr std::string_view kLayerPrefix = "blk.";

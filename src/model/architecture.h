@@ -46,6 +46,8 @@ struct TensorDecl {
   std::vector<std::string> unless_present = {};
   // Routed-expert tensors: how many experts the last dimension holds (0 for every other tensor).
   int32_t n_experts = 0;
+  // A multi-token-prediction block's tensor (layer >= hp.n_layer): read only by a stage that drafts.
+  bool mtp = false;
 };
 
 // Everything one layer's forward pass may touch.
@@ -76,7 +78,7 @@ struct ArchTraits {
   bool shared_expert = false;      // a sigmoid-gated shared expert beside the routed ones
   bool hybrid = false;             // recurrent Gated DeltaNet layers between full-attention ones: ssm.* keys
                                    // are required, and the attention layers are gated
-  bool nextn_blocks = false;       // files may end with multi-token-prediction blocks, never run
+  bool nextn_blocks = false;       // files may end with multi-token-prediction blocks (declared, run only to draft)
   bool fused_beta_alpha = false;   // Gated DeltaNet: beta and alpha in one projection (ssm_ba), and q/k/v/z
                                    // optionally in one (ssm_in)
   bool grouped_value_heads = false;  // Gated DeltaNet: v-head h reads k-head h / (H_v / H_k), else h mod H_k

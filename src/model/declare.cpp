@@ -83,6 +83,22 @@ void Declarations::gated_attention(int il) {
   layer(il, tn::kAttnKNorm, {d}, true, &LayerWeights::attn_k_norm);
 }
 
+void Declarations::nextn(int il) {
+  const int64_t E = hp_.n_embd, V = hp_.n_vocab;
+  layer(il, tn::kNextnEhProj, {2 * E, E}, true, &LayerWeights::nextn_eh_proj);
+  layer(il, tn::kNextnEnorm, {E}, true, &LayerWeights::nextn_enorm);
+  layer(il, tn::kNextnHnorm, {E}, true, &LayerWeights::nextn_hnorm);
+  layer(il, tn::kNextnEmbedTokens, {E, V}, false, &LayerWeights::nextn_embed_tokens);
+  layer(il, tn::kNextnSharedHeadHead, {E, V}, false, &LayerWeights::nextn_shared_head_head);
+  layer(il, tn::kNextnSharedHeadNorm, {E}, false, &LayerWeights::nextn_shared_head_norm);
+}
+
+void Declarations::mark_mtp(int il) {
+  // By name: the output head carries layer index n_layer too, the first MTP block's index.
+  const std::string prefix = names::layer_prefix(il);
+  for (TensorDecl& d : list_) d.mtp = d.mtp || d.name.starts_with(prefix);
+}
+
 void Declarations::gated_delta_net(int il, bool fused_beta_alpha) {
   const int64_t E = hp_.n_embd, K = hp_.ssm_conv_kernel, C = hp_.ssm_conv_channels();
   const int64_t Hv = hp_.ssm_n_v_heads, dv = hp_.ssm_head_v_dim(), V = hp_.ssm_inner_size;

@@ -50,6 +50,11 @@ class Declarations {
   // attn_gate, and always carry ssm_ba instead of ssm_beta + ssm_alpha (`fused_beta_alpha`).
   void gated_delta_net(int il, bool fused_beta_alpha);
 
+  // A multi-token-prediction block il (>= n_layer): the MTP-only tensors; the caller declares the
+  // block's gated attention and FFN and marks the whole block with mark_mtp(il).
+  void nextn(int il);
+  void mark_mtp(int il);
+
   std::vector<TensorDecl> take() { return std::move(list_); }
 
  private:

@@ -34,6 +34,18 @@ class HybridTransformer final : public Architecture {
         d.dense_ffn(il);
       }
     }
+    // MTP blocks: a full-attention layer with the trunk's FFN, plus the nextn tensors.
+    for (int il = hp.n_layer; il < hp.n_layer_all; ++il) {
+      d.hybrid_norms(il);
+      d.gated_attention(il);
+      if (t.moe) {
+        d.moe_ffn(il, t.shared_expert);
+      } else {
+        d.dense_ffn(il);
+      }
+      d.nextn(il);
+      d.mark_mtp(il);
+    }
     return d.take();
   }
 

@@ -76,8 +76,9 @@ Result<std::shared_ptr<const Model>> Model::build(std::shared_ptr<Model> m) {
   for (const gguf::TensorInfo& t : m->infos_) by_name[t.name] = &t;
   for (TensorDecl& d : m->arch_->declare(m->hp_)) {
     auto it = by_name.find(d.name);
+    if (it == by_name.end() && d.mtp && d.required && m->mtp_missing_.empty()) m->mtp_missing_ = d.name;
     if (it == by_name.end()) {
-      if (!d.required) continue;
+      if (!d.required || d.mtp) continue;
       const bool replaced = !d.unless_present.empty() &&
                             std::all_of(d.unless_present.begin(), d.unless_present.end(),
                                         [&](const std::string& n) { return by_name.count(n) != 0; });
@@ -90,7 +91,18 @@ Result<std::shared_ptr<const Model>> Model::build(std::shared_ptr<Model> m) {
     const uint8_t* data = m->data_[d.name];
     m->tensors_.push_back({std::move(d), it->second, data});
   }
+  // An incomplete MTP block cannot draft, and the trunk does not need it: it is left out.
+  if (!m->mtp_missing_.empty()) std::erase_if(m->tensors_, [](const Tensor& t) { return t.decl.mtp; });
   return std::shared_ptr<const Model>(std::move(m));
+}
+
+Status Model::mtp_available() const {
+  if (hp_.n_nextn == 0) return make_error("{}: the model has no multi-token-prediction block (nextn_predict_layers)", file_->path());
+  if (!mtp_missing_.empty()) {
+    return make_error("{}: the multi-token-prediction block is incomplete (no '{}'), so it cannot draft", file_->path(),
+                      mtp_missing_);
+  }
+  return {};
 }
 
 bool Model::has_output_weight() const {
@@ -123,7 +135,7 @@ Result<Weights> Model::bind(const std::vector<std::string>& names) const {
   std::unordered_map<std::string_view, const Tensor*> by_name;
   for (const Tensor& t : tensors_) by_name[t.decl.name] = &t;
   Weights w;
-  w.layers.resize(hp_.n_layer);
+  w.layers.resize(hp_.n_layer_all);
   for (const std::string& name : names) {
     const auto found = by_name.find(name);
     if (found == by_name.end()) return make_error("{}: '{}' is not a tensor of this model", file_->path(), name);

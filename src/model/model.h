@@ -45,6 +45,9 @@ class Model {
   uint64_t n_active_params() const;
   // False when the head is tied to token_embd.
   bool has_output_weight() const;
+  // Whether the file's multi-token-prediction block can draft (--spec-type draft-mtp): the error says
+  // why not (no block, or one missing a required tensor; the trunk runs either way).
+  Status mtp_available() const;
 
   // Views of exactly the named tensors (the plan's list for this node; the tied head aliases
   // token_embd). Fails, naming the tensor, when one is not a model tensor or not held here.
@@ -65,6 +68,7 @@ class Model {
   HParams hp_;
   const Architecture* arch_ = nullptr;
   std::vector<Tensor> tensors_;
+  std::string mtp_missing_;  // the first required MTP tensor the file lacks
 };
 
 }  // namespace strata::model

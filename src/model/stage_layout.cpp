@@ -15,8 +15,9 @@ using gguf::names::tensor::kTokenEmbd;
 
 // The tensor is read by a stage with these roles.
 bool reads(const Model::Tensor& t, int32_t n_layer, const std::vector<uint8_t>& owned, bool runs_layers, bool input,
-           bool output, bool tied) {
+           bool output, bool tied, bool mtp) {
   const TensorDecl& d = t.decl;
+  if (d.mtp) return output && mtp;
   if (d.layer >= 0 && d.layer < n_layer) return owned[d.layer] != 0;
   if (d.name == kRopeFreqs) return runs_layers;
   if (d.layer == kInputLayer) return input || (output && tied && d.name == kTokenEmbd);
@@ -86,14 +87,15 @@ bool any_owned(const std::vector<uint8_t>& owned) {
 
 }  // namespace
 
-std::vector<std::string> tensors_needed(const Model& model, const std::vector<uint8_t>& owned, bool input, bool output) {
+std::vector<std::string> tensors_needed(const Model& model, const std::vector<uint8_t>& owned, bool input, bool output,
+                                        bool mtp) {
   const int32_t n_layer = model.hparams().n_layer;
   std::vector<std::string> names;
   if (static_cast<int32_t>(owned.size()) != n_layer) return names;
   const bool runs_layers = any_owned(owned);
   const bool tied = !model.has_output_weight();
   for (const Model::Tensor& t : model.tensors()) {
-    if (reads(t, n_layer, owned, runs_layers, input, output, tied)) names.push_back(t.decl.name);
+    if (reads(t, n_layer, owned, runs_layers, input, output, tied, mtp)) names.push_back(t.decl.name);
   }
   return names;
 }

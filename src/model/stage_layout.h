@@ -43,8 +43,10 @@ struct StageBytes {
 
 // The one rule for which tensors a stage reads: the tensors of the layers it runs, rope_freqs when it
 // runs any layer (every attention layer reads it), the input tensors when it embeds, the output norm
-// and head when it computes logits (token_embd too when the head is tied to it). Declaration order.
-std::vector<std::string> tensors_needed(const Model& model, const std::vector<uint8_t>& owned, bool input, bool output);
+// and head when it computes logits (token_embd too when the head is tied to it), and the MTP blocks'
+// tensors when it computes logits and drafts with them (`mtp`). Declaration order.
+std::vector<std::string> tensors_needed(const Model& model, const std::vector<uint8_t>& owned, bool input, bool output,
+                                        bool mtp = false);
 
 // Whether a node repacks this tensor at load for the prompt kernels (tensor/repack.h): every matrix
 // this machine has a 16-row form for (embedding lookups unpack their rows from it).

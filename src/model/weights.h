@@ -48,6 +48,13 @@ struct LayerWeights {
   MatrixView ffn_gate_up_exps;                      // fused {E, 2F, X}: gate rows then up rows per expert
   MatrixView ffn_gate_inp_shexp;                    // shared-expert gate {E} (one row)
   MatrixView ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
+
+  // Multi-token prediction block (a gated-attention layer plus these).
+  MatrixView nextn_eh_proj;           // {2E, E}
+  VectorView nextn_enorm, nextn_hnorm;
+  MatrixView nextn_embed_tokens;      // optional
+  MatrixView nextn_shared_head_head;  // optional
+  VectorView nextn_shared_head_norm;  // optional
 };
 
 struct GlobalWeights {
@@ -60,7 +67,7 @@ struct GlobalWeights {
 
 struct Weights {
   GlobalWeights global;
-  std::vector<LayerWeights> layers;  // n_layer entries; only owned layers are bound
+  std::vector<LayerWeights> layers;  // n_layer_all entries (trunk, then MTP blocks); only owned layers are bound
 };
 
 }  // namespace strata::model

@@ -238,7 +238,8 @@ Result<Resolution> resolve_layers(const model::Model& model, const std::vector<N
   std::vector<std::vector<size_t>> by_layer(static_cast<size_t>(n_layer) + 1);
   for (size_t t = 0; t < tensors.size(); ++t) {
     const int layer = tensors[t].decl.layer;
-    if (layer >= 0) by_layer[std::min(layer, n_layer)].push_back(t);
+    // MTP blocks follow the output head wherever it goes: a pin on them cannot split it.
+    if (layer >= 0 && !tensors[t].decl.mtp) by_layer[std::min(layer, n_layer)].push_back(t);
   }
 
   std::vector<Moved> moved;

@@ -179,6 +179,7 @@ uint64_t bytes_read_per_token(const model::Model& model) {
   const model::HParams& hp = model.hparams();
   uint64_t bytes = 0;
   for (const auto& t : model.tensors()) {
+    if (t.decl.mtp) continue;  // drafting only
     if (t.decl.name == gguf::names::tensor::kTokenEmbd) {
       bytes += t.info->nbytes / std::max<int64_t>(1, t.info->ne[1]);  // one row
       if (model.has_output_weight()) continue;

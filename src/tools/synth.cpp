@@ -81,7 +81,9 @@ Init init_for(const std::string& name, int64_t fan_in) {
 HParams synth_hparams(const SynthSpec& s, const ArchTraits& traits, int32_t n_vocab) {
   HParams hp;
   hp.arch = s.arch;
-  hp.n_layer = hp.n_layer_all = s.n_layer;
+  hp.n_layer = s.n_layer;
+  hp.n_nextn = s.n_nextn;
+  hp.n_layer_all = s.n_layer + s.n_nextn;
   hp.n_embd = s.n_embd;
   hp.n_vocab = n_vocab;
   hp.n_head = s.n_head;
@@ -120,7 +122,8 @@ void write_keys(gguf::Writer& w, const SynthSpec& s, const ArchTraits& traits, c
   w.set_string(std::string(names::kName), "strata synth " + s.arch);
   w.set_string(std::string(names::kDescription), "random weights, seed " + std::to_string(s.seed));
   w.set_u32(std::string(names::kFileType), s.type == DType::F16 ? 1 : 0);
-  w.set_u32(hkey(names::hparam::kBlockCount), s.n_layer);
+  w.set_u32(hkey(names::hparam::kBlockCount), hp.n_layer_all);
+  if (hp.n_nextn > 0) w.set_u32(hkey(names::hparam::kNextnPredictLayers), hp.n_nextn);
   w.set_u32(hkey(names::hparam::kEmbeddingLength), s.n_embd);
   w.set_u32(hkey(names::hparam::kContextLength), s.n_ctx);
   w.set_u32(hkey(names::hparam::kFeedForwardLength), s.n_ff);
@@ -169,6 +172,10 @@ Status validate(const SynthSpec& s) {
   }
   if (s.n_ff < 1) return make_error("synth: --ff {} must be positive", s.n_ff);
   if (s.n_ctx < 1) return make_error("synth: --ctx {} must be positive", s.n_ctx);
+  if (s.n_nextn < 0 || s.n_nextn > 1 || (s.n_nextn > 0 && !traits->nextn_blocks)) {
+    return make_error("synth: --mtp writes one MTP block, for the architectures that have one (qwen35, qwen35moe, "
+                      "qwen3next), not {}", s.arch);
+  }
   if (s.type != DType::F32 && s.type != DType::F16) return make_error("synth: --type must be f32 or f16");
   if (traits->moe) {
     if (s.n_expert < 1 || s.n_expert > 4096) return make_error("synth: --experts {} out of range 1..4096", s.n_expert);
@@ -239,9 +246,11 @@ Status write_synth_model(const SynthSpec& s, const std::string& path, const std:
 
   const model::Architecture* arch = model::find_architecture(s.arch);
   std::vector<TensorDecl> decls = arch->declare(hp);
-  // Optional tensors are left out (untied head included, as most real models have one).
+  // Optional tensors are left out, except the untied head (most real models have one) and the MTP
+  // block's own final norm (Qwen3.5's converter writes mtp.norm there; embeddings and head are shared).
   std::erase_if(decls, [&](const TensorDecl& d) {
-    return !d.required && (d.name != names::tensor::kOutput || s.tied_output);
+    if (d.name == names::tensor::kOutput) return s.tied_output;
+    return !d.required && !d.name.ends_with(std::string(names::tensor::kNextnSharedHeadNorm) + ".weight");
   });
   for (size_t i = 0; i < decls.size(); ++i) {
     const TensorDecl& d = decls[i];

@@ -27,6 +27,7 @@ struct SynthSpec {
   DType type = DType::F32;  // matrices; norms stay F32
   int32_t n_vocab = 0;       // 0: the built-in vocabulary's size; larger: padded with unused tokens
   bool tied_output = false;  // no output.weight: the head reuses token_embd
+  int32_t n_nextn = 0;       // multi-token-prediction blocks after the layers (--mtp: 1; hybrid architectures)
 
   // Mixture of experts (architectures with routed experts only).
   int32_t n_expert = 8;

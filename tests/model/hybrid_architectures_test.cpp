@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "model/model.h"
+#include "model/stage_layout.h"
 #include "model_test_util.h"
 #include "testing/shared_data.h"
 
@@ -85,9 +86,10 @@ TEST(HybridHparams, recurrent_layers_key_overrides_the_interval) {
   EXPECT_EQ((*m)->hparams().recurrent, (std::vector<uint8_t>{1, 0, 1, 0}));
 }
 
-TEST(HybridHparams, mtp_blocks_counted_by_nextn_predict_layers_are_not_run) {
-  // A copy with one more block (a full-attention MTP block, here blk.3's tensors renamed blk.4, plus
-  // nextn.eh_proj) and block_count 5, nextn_predict_layers 1: the same 4-layer model runs.
+TEST(HybridHparams, an_incomplete_mtp_block_is_left_out_and_the_trunk_runs) {
+  // A copy with one more block (blk.3's tensors renamed blk.4, plus nextn.eh_proj but no enorm or
+  // hnorm) and block_count 5, nextn_predict_layers 1: the same 4-layer model runs, and the block is
+  // refused for drafting, naming what it lacks.
   const std::string base = write_synth(tiny_spec("qwen35moe"), "qwen35moe-no-mtp.gguf");
   const std::string path = rewrite(
       base, "qwen35moe-mtp.gguf",
@@ -110,10 +112,48 @@ TEST(HybridHparams, mtp_blocks_counted_by_nextn_predict_layers_are_not_run) {
   EXPECT_EQ((*m)->hparams().n_layer, 4);
   EXPECT_EQ((*m)->hparams().n_layer_all, 5);
   EXPECT_EQ((*m)->hparams().n_nextn, 1);
+  const Status mtp = (*m)->mtp_available();
+  ASSERT_FALSE(mtp.ok());
+  EXPECT_NE(mtp.error().message.find("nextn.enorm"), std::string::npos) << mtp.error().message;
+  for (const auto& t : (*m)->tensors()) EXPECT_FALSE(t.decl.mtp) << t.decl.name;
   auto a = open_engine(base, 2, 64);
   auto b = open_engine(path, 2, 64);
   ASSERT_TRUE(a && b);
   EXPECT_EQ(prompt_logits(*a, kPrompt), prompt_logits(*b, kPrompt));
+}
+
+// synth --mtp appends the block llama.cpp loads for draft-mtp (the reference runs it in
+// speculative_test); the model declares it, a stage that does not draft leaves it unread, and the
+// trunk's logits are those of the same file without it.
+TEST(HybridHparams, synth_mtp_block_is_declared_and_leaves_the_trunk_unchanged) {
+  for (const char* arch : {"qwen35", "qwen35moe"}) {
+    tools::SynthSpec spec = tiny_spec(arch);
+    const std::string base = write_synth(spec, std::string(arch) + "-trunk.gguf");
+    spec.n_nextn = 1;
+    const std::string path = write_synth(spec, std::string(arch) + "-mtp.gguf");
+    auto m = Model::open(path);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    EXPECT_TRUE((*m)->mtp_available().ok());
+    EXPECT_EQ((*m)->hparams().n_layer, spec.n_layer);
+    std::vector<std::string> mtp;
+    for (const auto& t : (*m)->tensors()) {
+      if (t.decl.mtp) mtp.push_back(t.decl.name);
+    }
+    const std::string block = "blk." + std::to_string(spec.n_layer) + ".";
+    for (const char* name : {"nextn.eh_proj.weight", "nextn.enorm.weight", "nextn.hnorm.weight",
+                             "nextn.shared_head_norm.weight", "attn_q.weight", "post_attention_norm.weight"}) {
+      EXPECT_NE(std::find(mtp.begin(), mtp.end(), block + name), mtp.end()) << arch << ": " << block + name;
+    }
+    const std::vector<uint8_t> all(static_cast<size_t>(spec.n_layer), 1);
+    const auto plain = tensors_needed(**m, all, true, true);
+    const auto drafting = tensors_needed(**m, all, true, true, true);
+    EXPECT_EQ(drafting.size(), plain.size() + mtp.size());
+    for (const std::string& name : mtp) EXPECT_EQ(std::find(plain.begin(), plain.end(), name), plain.end()) << name;
+    auto a = open_engine(base, 2, 64);
+    auto b = open_engine(path, 2, 64);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(prompt_logits(*a, kPrompt), prompt_logits(*b, kPrompt)) << arch;
+  }
 }
 
 struct BadKey {
