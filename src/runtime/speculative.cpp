@@ -66,17 +66,16 @@ std::vector<text::Token> Speculation::draft(const Generation& gen) const {
 }
 
 Status Speculation::feed(Engine& engine, Generation& gen, std::span<const text::Token> draft, model::Batch& batch) {
-  checkpoint_at_ = -1;
+  checkpointed_ = false;
+  first_ = gen.n_past();
   if (engine.needs_checkpoints()) {
-    STRATA_TRY(engine.save_checkpoint(gen.seq(), gen.n_past()));
-    checkpoint_at_ = gen.n_past();
+    STRATA_TRY(engine.save_checkpoint(gen.seq(), first_));
+    checkpointed_ = true;
   }
-  const int32_t first = gen.n_past();
   if (!gen.feed_draft(batch, draft).wants_logits) {
     return make_error("speculation: a draft of {} tokens does not fit the sequence", draft.size());
   }
   fed_.assign(batch.tokens.begin(), batch.tokens.end());
-  first_ = first;
   stats_.verifies += 1;
   stats_.drafted += static_cast<int64_t>(draft.size());
   return {};
@@ -92,16 +91,16 @@ Result<Generation::DraftResult> Speculation::accept(Engine& engine, Generation& 
 // The check put fed_ at first_..; the generation keeps positions up to `kept`.
 Status Speculation::cut_back(Engine& engine, int32_t seq, int32_t kept) {
   const int32_t end = first_ + static_cast<int32_t>(fed_.size());
-  const int32_t checkpoint = std::exchange(checkpoint_at_, -1);
-  if (kept < end && checkpoint < 0) STRATA_TRY(engine.remove_from(seq, kept));
-  if (kept < end && checkpoint >= 0) {
+  const bool checkpointed = std::exchange(checkpointed_, false);
+  if (kept < end && !checkpointed) STRATA_TRY(engine.remove_from(seq, kept));
+  if (kept < end && checkpointed) {
     // The recurrent state saw the refused tokens too: back to before the check, then the kept ones again.
-    STRATA_TRY(engine.restore_checkpoint(seq, checkpoint));
+    STRATA_TRY(engine.restore_checkpoint(seq, first_));
     model::Batch again;
     for (int32_t p = first_; p < kept; ++p) again.add(fed_[static_cast<size_t>(p - first_)], p, seq, false);
     if (again.size() > 0) STRATA_TRY(engine.decode(again));
   }
-  if (checkpoint >= 0) STRATA_TRY(engine.drop_checkpoint(seq, checkpoint));
+  if (checkpointed) STRATA_TRY(engine.drop_checkpoint(seq, first_));
   return {};
 }
 

@@ -73,7 +73,7 @@ class Speculation {
 
   SpecParams params_;
   SpecStats stats_;
-  int32_t checkpoint_at_ = -1;    // the position checkpointed before the check in flight
+  bool checkpointed_ = false;     // the state was checkpointed at first_ before the check in flight
   int32_t first_ = 0;             // the check's first position
   std::vector<text::Token> fed_;  // the check's tokens, to decode again after a restore
 };
