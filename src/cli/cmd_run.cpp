@@ -35,7 +35,7 @@ Command add_run(CLI::App& app) {
     auto spec = spec_params(f->spec);
     if (!spec.ok()) return fail(spec.error());
     runtime::LocalWorkers workers;
-    auto engine = load_engine(f->model, workers, runtime::Speculation::checkpoints_needed(*spec));
+    auto engine = load_engine(f->model, workers, runtime::Speculation::checkpoints_needed(*spec), spec->mtp());
     if (!engine.ok()) return fail(engine.error());
     runtime::Engine& e = **engine;
     runtime::GenerationRequest request;

@@ -106,9 +106,10 @@ Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::Loca
 }
 
 Result<std::unique_ptr<runtime::Engine>> load_engine(const ModelFlags& f, runtime::LocalWorkers& workers,
-                                                     int32_t n_checkpoints) {
+                                                     int32_t n_checkpoints, bool mtp) {
   STRATA_ASSIGN(runtime::EngineOptions options, engine_options(f, workers));
   options.n_checkpoints = n_checkpoints;
+  options.mtp = mtp;
   auto engine = runtime::Engine::load(options);
   if (!engine.ok() && engine.error().code == ErrorCode::kPlacementRefused) {
     Error e = std::move(engine).error();

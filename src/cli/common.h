@@ -46,10 +46,10 @@ void add_cluster_flags(CLI::App& cmd, ClusterFlags& f);
 // Turns flags into engine options, starting --local-workers (kept alive in `workers`). Applies the
 // logging flags and prints the notices of flags without effect first.
 Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::LocalWorkers& workers);
-// Loads the engine (with n_checkpoints recurrent-state checkpoints per sequence); a placement the
-// planner refuses keeps its code, its message says so.
+// Loads the engine (with n_checkpoints recurrent-state checkpoints per sequence, and the MTP block
+// when `mtp`); a placement the planner refuses keeps its code, its message says so.
 Result<std::unique_ptr<runtime::Engine>> load_engine(const ModelFlags& f, runtime::LocalWorkers& workers,
-                                                     int32_t n_checkpoints = 0);
+                                                     int32_t n_checkpoints = 0, bool mtp = false);
 // --temp --top-k --top-p --min-p --seed --repeat-penalty --repeat-last-n --frequency-penalty --presence-penalty
 void add_sampling_flags(CLI::App& cmd, sampling::Params& p);
 

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "model/delta_rule.h"
+#include "model/mtp.h"
 #include "gguf/names.h"
 #include "tensor/repack.h"
 
@@ -152,6 +153,7 @@ StageBytes stage_bytes(const HParams& model_hp, const Architecture& arch, const 
   StageBytes b;
   b.weights = weight_bytes;
   b.kv = memory::KvCache::bytes_needed(kv_config(model_hp, arch, stage));
+  if (stage.mtp && stage.output) b.kv = sat_add(b.kv, memory::KvCache::bytes_needed(mtp_kv_config(hp, stage)));
   for (int il = 0; il < hp.n_layer && il < static_cast<int>(stage.owned.size()); ++il) {
     if (!stage.owned[il]) continue;
     b.state = sat_add(b.state, arch.recurrent_state_bytes(hp, il, stage.n_seq));

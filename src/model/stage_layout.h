@@ -19,6 +19,7 @@ struct StageConfig {
   std::vector<uint8_t> owned;        // per layer: 1 when this node runs it
   bool input = false;                // embeds the batch's tokens
   bool output = false;               // computes the logits (output norm + head)
+  bool mtp = false;                  // with output: drafts with the MTP block (--spec-type draft-mtp)
   std::vector<std::string> tensors;  // every tensor whose bytes this node holds, as the plan lists them
   int32_t n_seq = 1;
   int32_t n_ctx_per_seq = 0;
@@ -34,7 +35,7 @@ struct StageConfig {
 struct StageBytes {
   uint64_t weights = 0;   // held sizes (held_bytes), repacking included
   uint64_t repacked = 0;  // of which: what repacking adds over the file (shown by the plan)
-  uint64_t kv = 0;
+  uint64_t kv = 0;       // the MTP block's cache included when the stage drafts
   uint64_t state = 0;    // recurrent state (conv + delta-rule matrices)
   uint64_t scratch = 0;  // working memory of the largest batch (scratch_bytes)
   uint64_t checkpoints = 0;  // recurrent-state checkpoints, n_checkpoints per sequence

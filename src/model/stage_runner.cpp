@@ -18,7 +18,7 @@ namespace {
 // The plan's list must hold every tensor the stage reads, or a layer would run on missing weights.
 Status check_tensors_listed(const Model& model, const StageConfig& config) {
   const std::unordered_set<std::string_view> listed(config.tensors.begin(), config.tensors.end());
-  for (const std::string& name : tensors_needed(model, config.owned, config.input, config.output)) {
+  for (const std::string& name : tensors_needed(model, config.owned, config.input, config.output, config.mtp)) {
     if (!listed.count(name)) return make_error("stage: tensor '{}' is read by this stage but not in its tensor list", name);
   }
   return {};
@@ -37,6 +37,7 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
   }
   if (config.n_batch < 1 || config.n_batch > (1 << 16)) return make_error("stage: batch size {} out of range", config.n_batch);
   if (config.n_threads < 1 || config.n_threads > 1024) return make_error("stage: {} threads out of range", config.n_threads);
+  if (config.mtp && !config.output) return make_error("stage: drafting with the MTP block needs the output head");
   auto r = std::unique_ptr<StageRunner>(new StageRunner());
   r->model_ = std::move(model);
   r->config_ = config;
@@ -54,6 +55,12 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
     memory::RecurrentConfig rc = recurrent_config(r->layer_hp_, config.owned, config.n_seq);
     rc.n_checkpoints = config.n_checkpoints;
     STRATA_ASSIGN(r->recurrent_, memory::RecurrentState::create(rc));
+  }
+  if (config.mtp) {
+    const MtpHead::Parts parts{*r->model_, r->layer_hp_, r->weights_, *r->pool_, r->scratch_};
+    STRATA_ASSIGN(r->mtp_, MtpHead::create(parts, config));
+    spdlog::info("MTP block {} loaded to draft (--spec-type draft-mtp): its KV cache {:.1f} MiB", hp.n_layer,
+                 r->mtp_->kv_bytes() / 1048576.0);
   }
   return r;
 }
@@ -212,6 +219,14 @@ void StageRunner::set_collective(Collective* collective) {
                     warmer_.budget() >> 20);
 }
 
+Result<std::vector<int32_t>> StageRunner::draft_mtp(int32_t seq, int32_t token, int32_t pos, const MtpDraftOptions& options) {
+  if (!mtp_) return make_error("this stage does not draft with the MTP block");
+  if (seq < 0 || seq >= config_.n_seq) return make_error("sequence {} out of range", seq);
+  if (token < 0 || token >= model_->hparams().n_vocab) return make_error("token id {} out of range", token);
+  if (pos != kv_.n_past(seq)) return make_error("sequence {}: a draft from position {}, but it holds {}", seq, pos, kv_.n_past(seq));
+  return mtp_->draft(seq, token, pos, options);
+}
+
 void StageRunner::record_positions(const Batch& batch) {
   for (int64_t t = 0; t < batch.size(); ++t) {
     kv_.set_n_past(batch.seq[t], batch.pos[t] + 1);
@@ -223,10 +238,19 @@ std::vector<float> StageRunner::logits(const Batch& batch, const float* hidden) 
   const HParams& hp = model_->hparams();
   const int64_t E = hp.n_embd;
   std::vector<float> rows;
+  if (mtp_) {  // the block reads every row's normed state, the head only the flagged ones
+    normed_.resize(static_cast<size_t>(batch.size() * E));
+    rms_norm_rows(hidden, normed_.data(), batch.size(), E, hp.rms_eps, weights_.global.output_norm.data);
+    mtp_->process(batch, normed_.data());
+  }
   for (int64_t t = 0; t < batch.size(); ++t) {
     if (!batch.logits[t]) continue;
     rows.resize(rows.size() + E);
-    rms_norm(hidden + t * E, rows.data() + rows.size() - E, E, hp.rms_eps, weights_.global.output_norm.data);
+    if (mtp_) {
+      std::copy_n(normed_.data() + t * E, E, rows.data() + rows.size() - E);
+    } else {
+      rms_norm(hidden + t * E, rows.data() + rows.size() - E, E, hp.rms_eps, weights_.global.output_norm.data);
+    }
   }
   const int64_t n_out = static_cast<int64_t>(rows.size()) / E;
   std::vector<float> out(n_out * weights_.global.output.rows);
@@ -243,12 +267,15 @@ Status StageRunner::clear_seq(int32_t seq) {
   if (seq < 0 || seq >= config_.n_seq) return make_error("sequence {} out of range", seq);
   kv_.clear(seq);
   if (recurrent_) STRATA_TRY(recurrent_->clear(seq));
+  if (mtp_) mtp_->clear(seq);
   return {};
 }
 
 Status StageRunner::remove_from(int32_t seq, int32_t p0) {
   if (recurrent_) STRATA_TRY(recurrent_->remove_from(seq, p0));
-  return kv_.remove_from(seq, p0);
+  STRATA_TRY(kv_.remove_from(seq, p0));
+  if (mtp_) mtp_->remove_from(seq, p0);
+  return {};
 }
 
 Status StageRunner::save_checkpoint(int32_t seq, int32_t pos) {
@@ -265,7 +292,9 @@ Status StageRunner::restore_checkpoint(int32_t seq, int32_t pos) {
     return make_error("sequence {}: cannot restore position {} (the sequence holds {})", seq, pos, kv_.n_past(seq));
   }
   if (recurrent_) STRATA_TRY(recurrent_->restore_checkpoint(seq, pos));
-  return kv_.remove_from(seq, pos);
+  STRATA_TRY(kv_.remove_from(seq, pos));
+  if (mtp_) mtp_->remove_from(seq, pos);
+  return {};
 }
 
 Status StageRunner::drop_checkpoint(int32_t seq, int32_t pos) {
@@ -305,6 +334,7 @@ Status StageRunner::unstash_seq(int32_t id, int32_t seq) {
   if (blob.state.has_value() != recurrent_.has_value()) return make_error("stash {} does not match this stage", id);
   if (blob.state) STRATA_TRY(recurrent_->load_seq(seq, *blob.state));
   STRATA_TRY(kv_.load_rows(seq, blob.kv));
+  if (mtp_) mtp_->clear(seq);  // the host cache keeps no MTP rows: its drafts start over (process)
   return drop_stash(id);
 }
 
@@ -345,7 +375,9 @@ Status StageRunner::drop_stash(int32_t id) {
 
 Status StageRunner::copy_seq(int32_t src, int32_t dst) {
   if (recurrent_) STRATA_TRY(recurrent_->copy(src, dst));
-  return kv_.copy(src, dst);
+  STRATA_TRY(kv_.copy(src, dst));
+  if (mtp_) mtp_->copy(src, dst);
+  return {};
 }
 
 }  // namespace strata::model

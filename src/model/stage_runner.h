@@ -17,6 +17,7 @@
 #include "model/blocks.h"
 #include "model/collective.h"
 #include "model/model.h"
+#include "model/mtp.h"
 #include "model/stage_layout.h"
 #include "model/weight_warmer.h"
 #include "tensor/thread_pool.h"
@@ -30,7 +31,7 @@ class StageRunner {
 
   const Model& model() const { return *model_; }
   const StageConfig& config() const { return config_; }
-  size_t kv_bytes() const { return kv_.bytes(); }
+  size_t kv_bytes() const { return kv_.bytes() + (mtp_ ? mtp_->kv_bytes() : 0); }
   size_t state_bytes() const { return recurrent_ ? recurrent_->bytes() : 0; }
   uint64_t weight_bytes() const { return weight_bytes_; }
   int32_t n_past(int32_t seq) const { return kv_.n_past(seq); }
@@ -51,6 +52,9 @@ class StageRunner {
   // Tensor split: the group's links, which run_layers adds the partial sub-layer outputs over (null:
   // none). A failed exchange makes run_layers return the collective's error.
   void set_collective(Collective* collective);
+  // Drafts with the MTP block (a stage with config().mtp): up to n_max tokens to follow `token`, which
+  // comes next at `pos` (the sequence's length).
+  Result<std::vector<int32_t>> draft_mtp(int32_t seq, int32_t token, int32_t pos, const MtpDraftOptions& options);
 
   // Sequence operations reach the KV cache and the recurrent state. On a model with recurrent layers
   // (owned here or not, so every node answers alike) remove_from follows RecurrentState's rule: no-op
@@ -102,6 +106,8 @@ class StageRunner {
   Scratch scratch_;
   Collective* collective_ = nullptr;
   WeightWarmer warmer_;  // used with a collective only
+  std::unique_ptr<MtpHead> mtp_;  // config().mtp: sees every batch's hidden states, drafts on request
+  std::vector<float> normed_;     // with mtp_: every row's output-normed hidden state
   std::map<int32_t, Stash> stashes_;
   uint64_t stashed_bytes_ = 0;
 };

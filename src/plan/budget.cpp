@@ -78,7 +78,8 @@ std::vector<model::StageConfig> node_stages(const model::Model& model, const std
     for (int32_t il = 0; il < n_layer; ++il) s.owned[il] = owner[il] == node ? 1 : 0;
     s.input = node == 0;  // the coordinator embeds the tokens
     s.output = owner[n_layer] == node;
-    s.tensors = model::tensors_needed(model, s.owned, s.input, s.output);
+    s.mtp = request.mtp && s.output;
+    s.tensors = model::tensors_needed(model, s.owned, s.input, s.output, s.mtp);
     s.n_seq = n_seq;
     s.n_ctx_per_seq = std::max(0, request.n_ctx) / n_seq;
     s.n_batch = std::max(1, request.n_batch);

@@ -84,6 +84,7 @@ struct Request {
   int32_t n_batch = 512;  // largest batch, sizes the scratch
   int32_t n_checkpoints = 0;  // recurrent-state checkpoints per sequence (the server's prompt cache)
   uint64_t cache_ram_bytes = 0;  // --cache-ram: each node's host memory for stashed sequences
+  bool mtp = false;  // --spec-type draft-mtp: the output node also holds and runs the MTP block
   std::vector<double> tensor_split;       // -ts: ratios over the workers (or local + workers)
   model::ExpertSplit expert_split = model::ExpertSplit::kRows;  // --expert-split: how -sm tensor cuts routed experts
   int32_t n_gpu_layers = -1;              // -ngl: layers on the workers; -1 when not given

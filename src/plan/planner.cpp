@@ -84,6 +84,15 @@ Result<Plan> place(const model::Model& model, const std::vector<Node>& nodes_in,
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (nodes[i].name.empty()) nodes[i].name = i == 0 ? "local" : nodes[i].endpoint;
   }
+  if (request.mtp) {
+    if (auto s = model.mtp_available(); !s) {
+      return refuse(ErrorCode::kInvalidArgument, make_error("--spec-type draft-mtp: {}", s.error().message));
+    }
+    if (request.split_mode == SplitMode::kTensor) {
+      return refuse(ErrorCode::kInvalidArgument, make_error("--spec-type draft-mtp: the MTP block does not run under -sm "
+                                                            "tensor yet; use -sm layer, or --spec-type ngram-simple"));
+    }
+  }
   if (request.split_mode == SplitMode::kTensor) {
     auto tensor = detail::make_tensor_plan(model, std::move(nodes), request);
     if (!tensor && tensor.error().code == ErrorCode::kUnknown) return refuse(ErrorCode::kInvalidArgument, std::move(tensor).error());
@@ -105,6 +114,12 @@ Result<Plan> place(const model::Model& model, const std::vector<Node>& nodes_in,
   p.layer_owner.assign(owner.begin(), owner.end() - 1);
   p.input_node = 0;
   p.output_node = owner[n_layer];
+  if (request.mtp && p.output_node != p.input_node) {
+    return refuse(ErrorCode::kInvalidArgument,
+                  make_error("--spec-type draft-mtp: drafts are made beside the logits, on this machine, but the plan puts "
+                             "the output head (with layer {}) on {}; drafting on a worker is not built yet: run the last "
+                             "layers here, or use --spec-type ngram-simple", n_layer - 1, nodes[p.output_node].name));
+  }
   add_stages_and_transfers(p, hp);
 
   const auto& tensors = model.tensors();

@@ -35,6 +35,7 @@ plan::Request plan_request(const EngineOptions& options, const model::HParams& h
   request.n_batch = options.n_batch;
   request.n_checkpoints = hp.has_recurrent_layers() ? options.n_checkpoints : 0;
   request.cache_ram_bytes = options.cache_ram_bytes;
+  request.mtp = options.mtp;
   request.tensor_split = options.cluster.tensor_split;
   request.expert_split = options.cluster.expert_split;
   request.n_gpu_layers = options.cluster.n_gpu_layers;
@@ -140,6 +141,11 @@ Status Engine::place(const std::vector<plan::Node>& nodes) {
   health_.clear();
   for (size_t n = 1; n < nodes_.size(); ++n) health_.push_back({nodes_[n]->name(), true, true, 0});
   return {};
+}
+
+Result<std::vector<int32_t>> Engine::draft_mtp(int32_t seq, int32_t token, int32_t pos, const model::MtpDraftOptions& options) {
+  std::lock_guard lock(mu_);
+  return local_->runner().draft_mtp(seq, token, pos, options);
 }
 
 plan::Plan Engine::plan_snapshot() const {

@@ -47,6 +47,7 @@ struct EngineOptions {
   int32_t n_batch = 512;  // the largest batch decode() accepts
   int32_t n_checkpoints = 0;  // recurrent-state checkpoints per sequence each node keeps (prompt cache)
   uint64_t cache_ram_bytes = 0;  // --cache-ram: host memory each node may keep stashed sequences in
+  bool mtp = false;  // --spec-type draft-mtp: load the model's MTP block beside the output head to draft
   DType type_k = DType::F16;  // KV cache types (-ctk / -ctv): F16, Q8_0 or Q4_0
   DType type_v = DType::F16;
   ClusterOptions cluster;
@@ -95,6 +96,9 @@ class Engine {
   Result<std::vector<float>> decode(const model::Batch& batch, int32_t top_k = 0);
 
   int32_t n_past(int32_t seq) const { return runner().n_past(seq); }
+  // Drafts with the MTP block (EngineOptions::mtp): up to options.n_max tokens to follow `token`, which
+  // is decoded next at `pos` (the sequence's length).
+  Result<std::vector<int32_t>> draft_mtp(int32_t seq, int32_t token, int32_t pos, const model::MtpDraftOptions& options);
 
   const ClusterOptions& cluster_options() const { return options_.cluster; }
   // A worker failed mid-batch: the nodes' caches disagree until a recovery empties them.

@@ -93,13 +93,14 @@ Result<GenerationStats> generate(Engine& engine, const GenerationRequest& reques
     stats.n_generated = gen.n_generated();
     if (stop || gen.done()) break;
     batch.clear();
-    const std::vector<text::Token> draft = spec.draft(gen);
+    STRATA_ASSIGN(const std::vector<text::Token> draft, spec.draft(engine, gen));
     if (draft.empty()) {
       gen.feed(batch, 1);
       STRATA_ASSIGN(logits, engine.decode(batch, top_k));
       steps = {gen.next_token(logits)};
       continue;
     }
+    if (request.on_draft) request.on_draft(gen.n_past(), gen.waiting(), draft);
     STRATA_TRY(spec.feed(engine, gen, draft, batch));
     STRATA_ASSIGN(logits, engine.decode(batch, top_k));
     STRATA_ASSIGN(Generation::DraftResult checked, spec.accept(engine, gen, logits));

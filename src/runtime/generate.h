@@ -38,6 +38,9 @@ struct GenerationRequest {
   bool ignore_eos = false;
   std::shared_ptr<const grammar::Grammar> grammar = nullptr;  // constrains the tokens (GenerationParams::grammar)
   SpecParams spec{};  // speculative decoding (the engine keeps Speculation::checkpoints_needed checkpoints)
+  // With speculation: each draft checked, after the token it follows and that token's position
+  // (llama-server -v logs the same).
+  std::function<void(int32_t pos, text::Token after, std::span<const text::Token> draft)> on_draft = nullptr;
 };
 
 // The engine's facts a Generation needs.

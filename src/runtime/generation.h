@@ -118,6 +118,8 @@ class Generation {
   // Speculative decoding. The tokens speculation may see: those the sequence holds and the sampled
   // token waiting to be decoded (empty while prompting or replaying).
   std::vector<text::Token> history() const;
+  // The sampled token waiting to be decoded (-1 while prompting or replaying, or when none waits).
+  text::Token waiting() const { return next_ < 0 || replaying() ? -1 : next_; }
   // How many drafted tokens may follow the waiting token: as many as the context and max_tokens
   // leave room to sample (0 when no token waits).
   int32_t draft_room() const;

@@ -8,20 +8,22 @@ namespace strata::runtime {
 Result<SpecType> parse_spec_type(std::string_view name) {
   if (name == "none") return SpecType::kNone;
   if (name == "ngram-simple") return SpecType::kNgramSimple;
-  for (std::string_view known : {"draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
+  if (name == "draft-mtp") return SpecType::kDraftMtp;
+  for (std::string_view known : {"draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark",
                                  "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"}) {
     if (name == known) {
       return make_error(ErrorCode::kInvalidArgument, "--spec-type {}: llama.cpp's name, not built in Strata yet; use "
-                        "ngram-simple or none", name);
+                        "draft-mtp, ngram-simple or none", name);
     }
   }
-  return make_error(ErrorCode::kInvalidArgument, "--spec-type {}: unknown (Strata has none and ngram-simple)", name);
+  return make_error(ErrorCode::kInvalidArgument, "--spec-type {}: unknown (Strata has none, ngram-simple and draft-mtp)", name);
 }
 
 std::string_view spec_type_name(SpecType type) {
   switch (type) {
     case SpecType::kNone: return "none";
     case SpecType::kNgramSimple: return "ngram-simple";
+    case SpecType::kDraftMtp: return "draft-mtp";
   }
   return "none";
 }
@@ -56,11 +58,16 @@ std::vector<text::Token> ngram_draft(std::span<const text::Token> history, int32
   return {history.begin() + static_cast<ptrdiff_t>(from), history.begin() + static_cast<ptrdiff_t>(to)};
 }
 
-std::vector<text::Token> Speculation::draft(const Generation& gen) const {
+Result<std::vector<text::Token>> Speculation::draft(Engine& engine, const Generation& gen) const {
   const int32_t room = gen.draft_room();
-  if (!params_.enabled() || room <= 0) return {};
-  std::vector<text::Token> out = ngram_draft(gen.history(), params_.ngram_n, std::min(params_.ngram_m, room),
-                                             params_.ngram_min_hits);
+  if (!params_.enabled() || room <= 0) return std::vector<text::Token>{};
+  std::vector<text::Token> out;
+  if (params_.type == SpecType::kDraftMtp) {
+    const model::MtpDraftOptions options{.n_max = std::min(params_.n_max, room), .p_min = params_.p_min};
+    STRATA_ASSIGN(out, engine.draft_mtp(gen.seq(), gen.waiting(), gen.n_past(), options));
+  } else {
+    out = ngram_draft(gen.history(), params_.ngram_n, std::min(params_.ngram_m, room), params_.ngram_min_hits);
+  }
   if (static_cast<int32_t>(out.size()) < std::max(1, params_.n_min)) out.clear();
   return out;
 }

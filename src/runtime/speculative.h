@@ -19,6 +19,7 @@ namespace strata::runtime {
 enum class SpecType {
   kNone,
   kNgramSimple,  // prompt lookup: the tokens that followed the last earlier match of the newest n-gram
+  kDraftMtp,     // the model's own multi-token-prediction block (Qwen3.5/3.6) drafts token by token
 };
 Result<SpecType> parse_spec_type(std::string_view name);
 std::string_view spec_type_name(SpecType type);
@@ -26,13 +27,14 @@ std::string_view spec_type_name(SpecType type);
 // Flags as llama-server names them.
 struct SpecParams {
   SpecType type = SpecType::kNone;  // --spec-type
-  int32_t n_max = 3;                // --spec-draft-n-max: the most tokens a draft model drafts
+  int32_t n_max = 3;                // --spec-draft-n-max: the most tokens a draft model (draft-mtp) drafts
   int32_t n_min = 0;                // --spec-draft-n-min: a shorter draft is not checked
   float p_min = 0.0f;               // --spec-draft-p-min: a draft model stops below this probability
   int32_t ngram_n = 12;             // --spec-ngram-simple-size-n: the n-gram looked up
   int32_t ngram_m = 48;             // --spec-ngram-simple-size-m: the most tokens it drafts
   int32_t ngram_min_hits = 1;       // --spec-ngram-simple-min-hits: earlier matches needed
   bool enabled() const { return type != SpecType::kNone; }
+  bool mtp() const { return type == SpecType::kDraftMtp; }  // the engine loads the MTP block (EngineOptions::mtp)
 };
 Status validate(const SpecParams& params);
 
@@ -60,7 +62,7 @@ class Speculation {
   static int32_t checkpoints_needed(const SpecParams& params) { return params.enabled() ? 1 : 0; }
 
   // The draft for the generation's waiting token (empty: decode it alone).
-  std::vector<text::Token> draft(const Generation& gen) const;
+  Result<std::vector<text::Token>> draft(Engine& engine, const Generation& gen) const;
   // Feeds the waiting token and the draft into an empty batch, after checkpointing the sequence.
   Status feed(Engine& engine, Generation& gen, std::span<const text::Token> draft, model::Batch& batch);
   // Samples from the check's rows and cuts the sequence back to what the generation kept.
