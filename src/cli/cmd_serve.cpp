@@ -20,6 +20,7 @@ constexpr size_t kMaxKwargsDepth = 32;
 struct ServeFlags {
   ModelFlags model;
   server::ServerOptions server;
+  SpecFlags spec;
   bool no_warmup = false;
   bool jinja = false, no_jinja = false;
   int32_t cache_reuse = 0;
@@ -182,6 +183,7 @@ Command add_serve(CLI::App& app) {
   add_cache_flags(*cmd, *f);
   add_fixed_behaviour_flags(*cmd, *f);
   add_sampling_flags(*cmd, f->sampling);
+  add_spec_flags(*cmd, f->spec);
   for (const char* name : {"--temp", "--top-k", "--top-p", "--min-p", "--seed", "--repeat-penalty", "--repeat-last-n",
                            "--frequency-penalty", "--presence-penalty"}) {
     f->notices.emplace_back(cmd->get_option(name), [] {
@@ -191,6 +193,9 @@ Command add_serve(CLI::App& app) {
   return [f]() -> int {
     f->server.warmup = !f->no_warmup;
     if (auto s = check_serve_flags(*f); !s.ok()) return fail(s.error());
+    auto spec = spec_params(f->spec);
+    if (!spec.ok()) return fail(spec.error());
+    f->server.spec = *spec;
     runtime::LocalWorkers workers;
     auto options = engine_options(f->model, workers);  // logging flags first, then every notice
     if (!options.ok()) return fail(options.error());

@@ -155,7 +155,7 @@ int32_t Generation::draft_room() const {
 
 Feed Generation::feed_draft(model::Batch& batch, std::span<const text::Token> draft) {
   Feed out;
-  if (batch.size() != 0 || draft.size() > static_cast<size_t>(draft_room())) return out;
+  if (draft.size() > static_cast<size_t>(draft_room())) return out;
   save_feed_state();
   batch.add(next_, n_past_++, seq_, true);
   fed_generated_.push_back(next_);

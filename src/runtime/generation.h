@@ -124,7 +124,7 @@ class Generation {
   // leave room to sample (0 when no token waits).
   int32_t draft_room() const;
   // Adds the waiting token and `draft` (tokens guessed to follow it, at most draft_room()) to the
-  // batch, every row asking for logits. Rows are added only when the batch is empty.
+  // batch, every row asking for logits (the batch may hold other sequences' rows).
   Feed feed_draft(model::Batch& batch, std::span<const text::Token> draft);
   // After feed_draft: samples from its rows in order (rows: one n_vocab row per fed token), keeping
   // each drafted token while the token sampled before it equals it, so every token is drawn from the

@@ -79,10 +79,11 @@ Status Speculation::feed(Engine& engine, Generation& gen, std::span<const text::
     STRATA_TRY(engine.save_checkpoint(gen.seq(), first_));
     checkpointed_ = true;
   }
+  const auto before = static_cast<ptrdiff_t>(batch.tokens.size());
   if (!gen.feed_draft(batch, draft).wants_logits) {
     return make_error("speculation: a draft of {} tokens does not fit the sequence", draft.size());
   }
-  fed_.assign(batch.tokens.begin(), batch.tokens.end());
+  fed_.assign(batch.tokens.begin() + before, batch.tokens.end());
   stats_.verifies += 1;
   stats_.drafted += static_cast<int64_t>(draft.size());
   return {};
@@ -91,6 +92,8 @@ Status Speculation::feed(Engine& engine, Generation& gen, std::span<const text::
 Result<Generation::DraftResult> Speculation::accept(Engine& engine, Generation& gen, std::span<const float> rows) {
   Generation::DraftResult result = gen.accept_draft(rows);
   stats_.accepted += result.accepted;
+  if (stats_.accepted_at.size() < static_cast<size_t>(result.accepted)) stats_.accepted_at.resize(static_cast<size_t>(result.accepted));
+  for (int32_t i = 0; i < result.accepted; ++i) ++stats_.accepted_at[static_cast<size_t>(i)];
   STRATA_TRY(cut_back(engine, gen.seq(), gen.n_past()));
   return result;
 }

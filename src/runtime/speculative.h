@@ -46,6 +46,7 @@ struct SpecStats {
   int64_t verifies = 0;  // batches that checked a draft
   int64_t drafted = 0;   // drafted tokens checked (llama-server's draft_n)
   int64_t accepted = 0;  // drafted tokens kept (draft_n_accepted)
+  std::vector<int64_t> accepted_at;  // per draft position: checks that kept the drafted token there
   double acceptance() const { return drafted > 0 ? static_cast<double>(accepted) / drafted : 0; }
 };
 
@@ -63,7 +64,7 @@ class Speculation {
 
   // The draft for the generation's waiting token (empty: decode it alone).
   Result<std::vector<text::Token>> draft(Engine& engine, const Generation& gen) const;
-  // Feeds the waiting token and the draft into an empty batch, after checkpointing the sequence.
+  // Adds the waiting token and the draft to the batch, after checkpointing the sequence.
   Status feed(Engine& engine, Generation& gen, std::span<const text::Token> draft, model::Batch& batch);
   // Samples from the check's rows and cuts the sequence back to what the generation kept.
   Result<Generation::DraftResult> accept(Engine& engine, Generation& gen, std::span<const float> rows);

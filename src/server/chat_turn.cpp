@@ -51,13 +51,18 @@ json timings_json(const Request& r) {
   const double prompt_ms = r.prompt_ms(), predicted_ms = r.predicted_ms();
   // The first token closes the prompt's time; the others are the generation's.
   const int32_t predicted = std::max(0, r.n_generated() - 1);
-  return {{"cache_n", r.n_cached()},
-          {"prompt_n", computed},
-          {"prompt_ms", prompt_ms},
-          {"prompt_per_second", prompt_ms > 0 ? computed * 1000.0 / prompt_ms : 0.0},
-          {"predicted_n", r.n_generated()},
-          {"predicted_ms", predicted_ms},
-          {"predicted_per_second", predicted_ms > 0 ? predicted * 1000.0 / predicted_ms : 0.0}};
+  json t = {{"cache_n", r.n_cached()},
+            {"prompt_n", computed},
+            {"prompt_ms", prompt_ms},
+            {"prompt_per_second", prompt_ms > 0 ? computed * 1000.0 / prompt_ms : 0.0},
+            {"predicted_n", r.n_generated()},
+            {"predicted_ms", predicted_ms},
+            {"predicted_per_second", predicted_ms > 0 ? predicted * 1000.0 / predicted_ms : 0.0}};
+  if (r.speculative()) {  // as llama-server with a --spec-type
+    t["draft_n"] = r.draft_n();
+    t["draft_n_accepted"] = r.draft_n_accepted();
+  }
+  return t;
 }
 
 // What the parse of tools and tool_choice decided.

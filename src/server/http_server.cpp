@@ -404,7 +404,9 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
 
   auto stop_http = [&] { http.stop(); };
   runtime::EngineOptions planned = engine_options;
-  planned.n_checkpoints = options.ctx_checkpoints;  // kept by every node for its recurrent layers
+  // Kept by every node for its recurrent layers: the prompt cache's, and speculation's one.
+  planned.n_checkpoints = options.ctx_checkpoints + runtime::Speculation::checkpoints_needed(options.spec);
+  planned.mtp = options.spec.mtp();
   // -1: no limit of its own; each node still keeps it within a quarter of its free memory.
   planned.cache_ram_bytes = options.cache_ram_mib < 0 ? read_memory_facts().available / 4
                                                       : sat_mul(uint64_t(options.cache_ram_mib), uint64_t(1) << 20);
@@ -440,6 +442,9 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   ready.created = std::time(nullptr);
   SchedulerOptions scheduling;
   scheduling.slot_prompt_similarity = options.slot_prompt_similarity;
+  scheduling.spec = options.spec;
+  if (options.spec.enabled()) spdlog::info("server: speculative decoding {} in every slot (draft n-max {})",
+                                           runtime::spec_type_name(options.spec.type), options.spec.n_max);
   Scheduler scheduler(**engine, scheduling);
   ready.scheduler = &scheduler;
   ready.setup.scheduler = &scheduler;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "runtime/engine.h"
+#include "runtime/speculative.h"
 
 namespace strata::server {
 
@@ -33,6 +34,7 @@ struct ServerOptions {
   bool metrics = true;               // --metrics (served by default here)
   bool slots = true;                 // --slots / --no-slots: GET /slots
   std::string slot_save_path;        // --slot-save-path: where POST /slots/ID?action=save|restore keeps files
+  runtime::SpecParams spec;          // --spec-type ...: speculative decoding in every slot
 };
 
 // Opens the port (serving /health as 503 while loading), loads the engine, warms every stage up,

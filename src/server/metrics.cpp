@@ -48,6 +48,19 @@ std::string Metrics::render(const runtime::Engine* engine, const Scheduler* sche
     metric(out, "strata_host_cache_bytes", "gauge", "host memory the kept sequences take on the busiest node",
            static_cast<double>(s.host_cache.bytes));
     metric(out, "strata_host_cache_entries", "gauge", "sequences kept in host memory", s.host_cache.entries);
+    metric(out, "strata_spec_decode_num_drafts_total", "counter", "speculative drafts checked (--spec-type)",
+           static_cast<double>(s.spec.verifies));
+    metric(out, "strata_spec_decode_num_draft_tokens_total", "counter", "drafted tokens checked",
+           static_cast<double>(s.spec.drafted));
+    metric(out, "strata_spec_decode_num_accepted_tokens_total", "counter", "drafted tokens kept",
+           static_cast<double>(s.spec.accepted));
+    if (!s.spec.accepted_at.empty()) {
+      constexpr const char* kName = "strata_spec_decode_num_accepted_tokens_per_pos_total";
+      out += fmt::format("# HELP {} drafted tokens kept, by position in the draft\n# TYPE {} counter\n", kName, kName);
+      for (size_t i = 0; i < s.spec.accepted_at.size(); ++i) {
+        out += fmt::format("{}{{position=\"{}\"}} {}\n", kName, i, s.spec.accepted_at[i]);
+      }
+    }
     metric(out, "strata_decode_calls_total", "counter", "engine calls (each decodes every active slot's next rows)",
            static_cast<double>(s.decode_calls));
     metric(out, "strata_busy_slots_per_decode", "gauge", "slots fed per engine call, on average",

@@ -46,6 +46,7 @@ struct Scheduler::Slot {
   int32_t seq = 0;
   std::shared_ptr<Request> req;
   std::optional<runtime::Generation> gen;  // set while req is
+  std::optional<runtime::Speculation> spec;  // with --spec-type, while req is
   bool prepared = false;                   // the sequence holds the reused prefix, nothing more
   // The prompt cache: what the sequence holds between requests, and its checkpoints (ascending).
   std::vector<text::Token> cached;
@@ -194,6 +195,8 @@ bool Scheduler::assign_queued() {
     queue_.pop_front();
     slot->req = std::move(req);
     slot->gen.emplace(slot->req->params(), slot->seq, runtime::generation_model(engine_));
+    if (options_.spec.enabled()) slot->spec.emplace(options_.spec);
+    slot->req->speculative_.store(options_.spec.enabled());
     slot->prepared = false;
     slot->last_used = ++uses_;
   }
@@ -295,6 +298,7 @@ void Scheduler::release(Slot& slot, bool cancelled) {
   slot.resets = engine_.reset_count();
   slot.req.reset();
   slot.gen.reset();
+  slot.spec.reset();
   if (cancelled) ++stats_.requests_cancelled;
 }
 
@@ -309,6 +313,7 @@ void Scheduler::fail_active(const Error& error) {
     slot->req->finish("", error.message, error.code);
     slot->req.reset();
     slot->gen.reset();
+    slot->spec.reset();
     ++stats_.requests_failed;
   }
 }
@@ -384,8 +389,13 @@ bool Scheduler::recovered() {
 
 // Saves a checkpoint of the slot's sequence at `pos` (its length now) on every node, dropping the
 // oldest first when the slot keeps as many as planned.
+// The engine's checkpoints per sequence, less the one speculation takes before each check.
+int32_t Scheduler::checkpoint_limit() const {
+  return engine_.n_checkpoints() - runtime::Speculation::checkpoints_needed(options_.spec);
+}
+
 Status Scheduler::save_checkpoint(Slot& slot, int32_t pos) {
-  const int32_t limit = engine_.n_checkpoints();
+  const int32_t limit = checkpoint_limit();
   if (limit <= 0) return make_error(ErrorCode::kResourceExhausted, "no state checkpoints planned");
   if (std::binary_search(slot.checkpoints.begin(), slot.checkpoints.end(), pos)) return {};
   if (static_cast<int32_t>(slot.checkpoints.size()) >= limit) {
@@ -473,7 +483,7 @@ Status Scheduler::prepare(Slot& slot) {
   slot.gen->resume_from(n);
   slot.req->n_cached_.store(n);
   slot.due.clear();
-  if (engine_.needs_checkpoints() && engine_.n_checkpoints() > 0) {
+  if (engine_.needs_checkpoints() && checkpoint_limit() > 0) {
     const int32_t every = std::max(1, options_.checkpoint_interval);
     for (int32_t p = (n / every + 1) * every; p < n_prompt - 1; p += every) slot.due.push_back(p);
     if (slot.req->hints().boundary > n && slot.req->hints().boundary < n_prompt) slot.due.push_back(slot.req->hints().boundary);
@@ -525,7 +535,7 @@ bool Scheduler::drop_cancelled_and_prepare_new(bool prepare_new) {
 // Tokens being generated go first, one row each; prompt chunks fill the rest of the batch, so one
 // engine call reads the weights once for every active slot. rows gets the slot of each row that
 // wants logits, in batch order.
-Scheduler::Filled Scheduler::fill_batch(model::Batch& batch, std::vector<Slot*>& rows) {
+Scheduler::Filled Scheduler::fill_batch(model::Batch& batch, std::vector<Row>& rows) {
   Filled filled;
   std::vector<Slot*> prompting;
   for (auto& slot : slots_) {
@@ -536,16 +546,64 @@ Scheduler::Filled Scheduler::fill_batch(model::Batch& batch, std::vector<Slot*>&
     }
     ++filled.slots;
     filled.fed.push_back(slot.get());
-    if (slot->gen->feed(batch, engine_.n_batch()).wants_logits) rows.push_back(slot.get());
+    const int64_t before = batch.size();
+    if (feed_draft(*slot, batch)) {
+      rows.push_back({slot.get(), static_cast<int32_t>(batch.size() - before)});
+    } else if (slot->gen->feed(batch, engine_.n_batch()).wants_logits) {
+      rows.push_back({slot.get()});
+    }
   }
   for (Slot* slot : prompting) {
     const runtime::Feed fed = slot->gen->feed(batch, engine_.n_batch());
     filled.prompt_tokens += fed.prompt_rows;
     filled.slots += fed.prompt_rows > 0;
     if (fed.prompt_rows > 0 || fed.wants_logits) filled.fed.push_back(slot);
-    if (fed.wants_logits) rows.push_back(slot);
+    if (fed.wants_logits) rows.push_back({slot});
   }
   return filled;
+}
+
+// With speculation: the slot's waiting token and a draft for it, as much as the batch has room for
+// (other generating slots keep a row each). False when nothing was drafted: feed the token alone.
+bool Scheduler::feed_draft(Slot& slot, model::Batch& batch) {
+  if (!slot.spec) return false;
+  auto draft = slot.spec->draft(engine_, *slot.gen);
+  if (!draft.ok()) {
+    spdlog::warn("slot {}: no draft: {}", slot.seq, draft.error().message);
+    return false;
+  }
+  const int64_t room = engine_.n_batch() - batch.size() - n_slots();
+  if (room < 1 || draft->empty()) return false;
+  if (static_cast<int64_t>(draft->size()) > room) draft->resize(static_cast<size_t>(room));
+  if (auto s = slot.spec->feed(engine_, *slot.gen, *draft, batch); !s.ok()) {
+    spdlog::warn("slot {}: draft not checked: {}", slot.seq, s.error().message);
+    return false;
+  }
+  slot.req->draft_n_.fetch_add(static_cast<int32_t>(draft->size()));
+  return true;
+}
+
+// The check's rows: the tokens the model samples there, as far as they agree with the draft; the
+// sequence is cut back to them.
+Status Scheduler::check_draft(Slot& slot, std::span<const float> logits) {
+  const int64_t before = slot.spec->stats().accepted;
+  STRATA_ASSIGN(runtime::Generation::DraftResult checked, slot.spec->accept(engine_, *slot.gen, logits));
+  slot.req->draft_n_accepted_.fetch_add(static_cast<int32_t>(slot.spec->stats().accepted - before));
+  {
+    std::lock_guard lock(mu_);
+    runtime::SpecStats& all = stats_.spec;
+    ++all.verifies;
+    all.drafted += static_cast<int64_t>(logits.size() / static_cast<size_t>(engine_.n_vocab())) - 1;
+    all.accepted += checked.accepted;
+    if (all.accepted_at.size() < static_cast<size_t>(checked.accepted)) all.accepted_at.resize(static_cast<size_t>(checked.accepted));
+    for (int32_t i = 0; i < checked.accepted; ++i) ++all.accepted_at[static_cast<size_t>(i)];
+  }
+  for (runtime::GenerationStep& step : checked.steps) {
+    const bool done = step.done;
+    emit(slot, std::move(step));
+    if (done) break;
+  }
+  return {};
 }
 
 void Scheduler::step() {
@@ -555,15 +613,15 @@ void Scheduler::step() {
   }
   if (!drop_cancelled_and_prepare_new(/*prepare=*/true)) return;
   model::Batch batch;
-  std::vector<Slot*> rows;
+  std::vector<Row> rows;
   const Filled filled = fill_batch(batch, rows);
   if (batch.size() == 0) return;
   spdlog::debug("decode: {} rows ({} of prompts) for {} slots", batch.size(), filled.prompt_tokens, filled.slots);
 
   // A remote output stage sends only the candidates every row's sampler can keep (0: whole rows).
   int32_t top_k = 1;
-  for (const Slot* slot : rows) {
-    const int32_t need = slot->gen->candidates_needed();
+  for (const Row& row : rows) {
+    const int32_t need = row.slot->gen->candidates_needed();
     top_k = need == 0 || top_k == 0 ? 0 : std::max(top_k, need);
   }
   const auto start = std::chrono::steady_clock::now();
@@ -586,11 +644,22 @@ void Scheduler::step() {
   for (auto& slot : slots_) all.push_back(slot.get());
   save_due_checkpoints(all);
   const size_t V = static_cast<size_t>(engine_.n_vocab());
-  for (size_t r = 0; r < rows.size(); ++r) emit(*rows[r], std::span<const float>(logits->data() + r * V, V));
+  size_t at = 0;
+  for (const Row& row : rows) {
+    const std::span<const float> part(logits->data() + at * V, static_cast<size_t>(row.n) * V);
+    at += static_cast<size_t>(row.n);
+    if (row.n == 1) {
+      emit(*row.slot, part);
+    } else if (auto s = check_draft(*row.slot, part); !s.ok()) {
+      spdlog::error("slot {}: cutting the sequence back after a draft failed: {}", row.slot->seq, s.error().message);
+      return interrupt_active(filled.fed, s.error());
+    }
+  }
 }
 
-void Scheduler::emit(Slot& slot, std::span<const float> logits) {
-  runtime::GenerationStep step = slot.gen->next_token(logits);
+void Scheduler::emit(Slot& slot, std::span<const float> logits) { emit(slot, slot.gen->next_token(logits)); }
+
+void Scheduler::emit(Slot& slot, runtime::GenerationStep step) {
   const auto now = std::chrono::steady_clock::now();
   if (slot.gen->n_generated() == 1) {
     slot.first_token = now;

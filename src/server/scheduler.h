@@ -23,6 +23,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/generation.h"
+#include "runtime/speculative.h"
 #include "server/host_cache.h"
 
 namespace strata::server {
@@ -65,6 +66,10 @@ class Request {
   // Milliseconds from the start of prompt processing to the first token, and from there to the end.
   double prompt_ms() const { return prompt_ms_.load(); }
   double predicted_ms() const { return predicted_ms_.load(); }
+  // Speculative decoding (--spec-type): whether the slot drafted, the drafted tokens checked and kept.
+  bool speculative() const { return speculative_.load(); }
+  int32_t draft_n() const { return draft_n_.load(); }
+  int32_t draft_n_accepted() const { return draft_n_accepted_.load(); }
 
   // Scheduler side.
   void push(std::string text, std::vector<TokenLogprob> logprobs);
@@ -72,6 +77,8 @@ class Request {
   std::atomic<int32_t> n_generated_{0};
   std::atomic<int32_t> n_cached_{0};
   std::atomic<double> prompt_ms_{0}, predicted_ms_{0};
+  std::atomic<bool> speculative_{false};
+  std::atomic<int32_t> draft_n_{0}, draft_n_accepted_{0};
 
  private:
   GenerationParams params_;
@@ -93,6 +100,7 @@ struct SchedulerStats {
   uint64_t checkpoints_saved = 0;
   uint64_t checkpoints_restored = 0;
   HostCache::Stats host_cache;  // --cache-ram
+  runtime::SpecStats spec;      // speculative decoding, over every request
   uint64_t generated_tokens = 0;
   // Engine calls, and the slots fed over them: every call takes the next rows of every active slot,
   // so slots per call near the active count says they decode together (llama-server's
@@ -123,6 +131,10 @@ struct SchedulerOptions {
   // --slot-prompt-similarity); otherwise the least recently used one, so one conversation does not
   // evict another that only shares a template header.
   double slot_prompt_similarity = 0.5;
+  // Speculative decoding in every slot (--spec-type ...): a slot's draft is checked in the same
+  // engine call as the other slots' rows. The engine must keep Speculation::checkpoints_needed
+  // checkpoints per sequence beyond the prompt cache's.
+  runtime::SpecParams spec;
 };
 
 class Scheduler {
@@ -161,6 +173,11 @@ class Scheduler {
   Result<int32_t> use_host_cache(Slot& slot, const std::vector<text::Token>& prompt, int32_t n);
   Status save_checkpoint(Slot& slot, int32_t pos);
   void save_due_checkpoints(const std::vector<Slot*>& slots);
+  // A slot's rows that want logits: one, or a speculative check's waiting token and draft.
+  struct Row {
+    Slot* slot;
+    int32_t n = 1;
+  };
   struct Filled {
     int64_t prompt_tokens = 0;
     int32_t slots = 0;
@@ -168,11 +185,15 @@ class Scheduler {
   };
   void interrupt_active(const std::vector<Slot*>& fed, const Error& error);
   bool recovered();
-  Filled fill_batch(model::Batch& batch, std::vector<Slot*>& rows);
+  Filled fill_batch(model::Batch& batch, std::vector<Row>& rows);
+  bool feed_draft(Slot& slot, model::Batch& batch);
+  Status check_draft(Slot& slot, std::span<const float> logits);
+  int32_t checkpoint_limit() const;
   Status check(const GenerationParams& params) const;
   void fail_active(const Error& error);
   void release(Slot& slot, bool cancelled = false);
   void emit(Slot& slot, std::span<const float> logits);
+  void emit(Slot& slot, runtime::GenerationStep step);
   void run_tasks();
   Result<SlotActionResult> do_slot_action(Slot& slot, SlotAction action, const std::string& path);
 

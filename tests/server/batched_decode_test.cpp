@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@
 
 #include "runtime/engine.h"
 #include "server/scheduler.h"
+#include "testing/process.h"
 #include "testing/shared_data.h"
 
 namespace strata::server {
@@ -46,10 +48,12 @@ std::vector<GenerationParams> requests(const runtime::Engine& e, int32_t n_token
   return out;
 }
 
-std::unique_ptr<runtime::Engine> load(const std::string& path, int32_t n_seq) {
+std::unique_ptr<runtime::Engine> load(const std::string& path, int32_t n_seq, const runtime::SpecParams& spec = {}) {
   runtime::EngineOptions o;
   o.model_path = path;
   o.n_seq = n_seq;
+  o.n_checkpoints = runtime::Speculation::checkpoints_needed(spec);
+  o.mtp = spec.mtp();
   o.n_ctx = 256 * n_seq;  // the same context per slot either way
   o.n_threads = kThreads;
   auto e = runtime::Engine::load(o);
@@ -167,6 +171,74 @@ TEST(BatchedDecode, four_slots_together_match_each_alone_with_f32_weights) {
 TEST(BatchedDecode, requests_arriving_mid_generation_join_without_changing_any_output) {
   STRATA_SHARED_FILE(path, "models/synth/llama-dense-q4_k_m.gguf");
   late_arrivals_join_running_slots(path);
+}
+
+// Speculation in every slot: each slot's draft is checked in the same engine call as the other
+// slots' rows, and every output (text, tokens, logprobs) is still the one the request gets alone
+// without speculation. The comparison means something only if drafts were kept and refused.
+// Returns the drafted tokens kept.
+int32_t four_slots_speculating(const std::string& path, const runtime::SpecParams& spec) {
+  constexpr int32_t kLonger = 64;  // more chances for a draft
+  const std::vector<Output> alone = run_alone(path, kLonger);
+  EXPECT_EQ(alone.size(), 4u);
+  if (alone.size() != 4) return 0;
+  auto engine = load(path, 4, spec);
+  if (!engine) return 0;
+  SchedulerOptions options;
+  options.spec = spec;
+  Scheduler scheduler(*engine, options);
+  auto reqs = scheduler.submit_all(requests(*engine, kLonger));
+  EXPECT_TRUE(reqs.ok()) << reqs.error().message;
+  if (!reqs.ok()) return 0;
+  std::vector<Output> together;
+  int32_t drafted = 0, kept = 0;
+  for (auto& r : *reqs) {
+    together.push_back(wait(*r));
+    EXPECT_TRUE(r->speculative());
+    drafted += r->draft_n();
+    kept += r->draft_n_accepted();
+  }
+  expect_same(together, alone, path + " speculating");
+  const SchedulerStats s = scheduler.stats();
+  EXPECT_EQ(s.spec.drafted, drafted);
+  EXPECT_EQ(s.spec.accepted, kept);
+  EXPECT_GT(s.spec.verifies, 0);
+  EXPECT_LT(kept, drafted) << path;
+  EXPECT_LT(s.decode_calls, 4u * kLonger) << "the slots did not decode together";
+  std::printf("[ spec     ] %s: %d drafted, %d kept in %lld checks, %llu engine calls\n", path.c_str(), drafted, kept,
+              static_cast<long long>(s.spec.verifies), static_cast<unsigned long long>(s.decode_calls));
+  return kept;
+}
+
+runtime::SpecParams eager_ngram() {
+  runtime::SpecParams s;
+  s.type = runtime::SpecType::kNgramSimple;
+  s.ngram_n = 1;
+  s.ngram_m = 4;
+  return s;
+}
+
+TEST(BatchedDecode, four_slots_speculating_match_each_alone_without_speculation) {
+  int32_t kept = 0;
+  for (const char* rel : {"models/stories260K.gguf", "models/synth/llama-dense-q4_k_m.gguf",
+                          "models/synth/qwen35moe-q4_k_m.gguf"}) {
+    STRATA_SHARED_FILE(path, rel);
+    kept += four_slots_speculating(path, eager_ngram());
+  }
+  EXPECT_GT(kept, 0);
+}
+
+// draft-mtp: each slot's drafts come from the MTP block's own cache row of that sequence.
+TEST(BatchedDecode, four_slots_drafting_with_the_mtp_block_match_each_alone_without_it) {
+  const std::string path = (std::filesystem::temp_directory_path() / ("strata-batched-mtp-" + std::to_string(::getpid()) +
+                                                                      ".gguf")).string();
+  const auto made = testing::run_command(testing::shell_quote(testing::strata_binary()) +
+                                         " -q synth --arch qwen35moe --mtp -o " + testing::shell_quote(path));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  runtime::SpecParams mtp;
+  mtp.type = runtime::SpecType::kDraftMtp;
+  four_slots_speculating(path, mtp);
+  std::filesystem::remove(path);
 }
 
 TEST(BatchedDecode, submit_all_queues_nothing_when_one_request_is_bad) {
