@@ -18,6 +18,10 @@ class LocalExecutor final : public StageExecutor {
   Result<std::vector<float>> run(std::span<const Hop> hops, const model::Batch& batch, std::vector<float>& hidden,
                                  int32_t top_k) override;
   Status seq_op(SeqOp op, int32_t seq, int32_t p0, int32_t dst) override;
+  Result<std::vector<int32_t>> draft(int32_t seq, int32_t token, int32_t pos, const model::MtpDraftOptions& options) override {
+    if (!runner_) return make_error("local: no stage loaded");
+    return runner_->draft_mtp(seq, token, pos, options);
+  }
   Result<std::vector<uint8_t>> read_stash(int32_t id) override;
   Status write_stash(int32_t id, std::span<const uint8_t> bytes) override;
   Result<bool> ping() override { return true; }

@@ -15,6 +15,7 @@
 #include "model/batch.h"
 #include "model/collective.h"
 #include "model/model.h"
+#include "model/mtp.h"
 #include "model/stage_layout.h"
 #include "plan/plan.h"
 
@@ -84,6 +85,11 @@ class StageExecutor {
   // True when this node can hand its output to `next` directly (one call for a chain of nodes).
   virtual bool can_chain_to(const StageExecutor& /*next*/) const { return false; }
   virtual Status seq_op(SeqOp op, int32_t seq, int32_t p0, int32_t dst) = 0;
+  // Drafts with the MTP block of an output stage that holds one (model::StageRunner::draft_mtp).
+  virtual Result<std::vector<int32_t>> draft(int32_t /*seq*/, int32_t /*token*/, int32_t /*pos*/,
+                                             const model::MtpDraftOptions& /*options*/) {
+    return make_error("{}: this node cannot draft", name());
+  }
   // A stash (SeqOp::kStash) as bytes, and bytes back as a stash: how a saved slot's share leaves the
   // node and comes back (model::StageRunner::export_stash / import_stash).
   virtual Result<std::vector<uint8_t>> read_stash(int32_t /*id*/) {

@@ -21,7 +21,8 @@ bool reads(const Model::Tensor& t, int32_t n_layer, const std::vector<uint8_t>& 
   if (d.mtp) return output && mtp;
   if (d.layer >= 0 && d.layer < n_layer) return owned[d.layer] != 0;
   if (d.name == kRopeFreqs) return runs_layers;
-  if (d.layer == kInputLayer) return input || (output && tied && d.name == kTokenEmbd);
+  // The tied head reads token_embd, and so does the MTP block (its token embeddings) on a drafting stage.
+  if (d.layer == kInputLayer) return input || (output && (tied || mtp) && d.name == kTokenEmbd);
   return output;
 }
 

@@ -85,6 +85,9 @@ class GrpcExecutor final : public exec::StageExecutor {
   Status seq_op(exec::SeqOp op, int32_t seq, int32_t p0, int32_t dst) override {
     return link_->seq_op(spec_.session(), to_proto(op), seq, p0, dst);
   }
+  Result<std::vector<int32_t>> draft(int32_t seq, int32_t token, int32_t pos, const model::MtpDraftOptions& options) override {
+    return link_->draft(spec_.session(), seq, token, pos, options);
+  }
   Result<std::vector<uint8_t>> read_stash(int32_t id) override { return link_->read_stash(spec_.session(), id); }
   Status write_stash(int32_t id, std::span<const uint8_t> bytes) override {
     return link_->write_stash(spec_.session(), id, bytes);
@@ -135,6 +138,7 @@ Result<v1::ForwardRequest> GrpcExecutor::request(std::span<const exec::Hop> hops
   for (int64_t t = 0; t < batch.size(); ++t) {
     req.add_pos(batch.pos[t]);
     req.add_seq(batch.seq[t]);
+    req.add_tokens(batch.tokens[t]);
   }
   req.set_want_logits(std::string(batch.logits.begin(), batch.logits.end()));
   if (top_k > 0) req.set_top_k(static_cast<uint32_t>(top_k));

@@ -182,6 +182,26 @@ Status RemoteNode::seq_op(const std::string& session, v1::SeqOpRequest::Op op, i
   return {};
 }
 
+Result<std::vector<int32_t>> RemoteNode::draft(const std::string& session, int32_t seq, int32_t token, int32_t pos,
+                                               const model::MtpDraftOptions& options) {
+  grpc::ClientContext ctx;
+  prepare(ctx, timeout_ms_);
+  v1::DraftRequest req;
+  req.set_session(session);
+  req.set_seq(seq);
+  req.set_token(token);
+  req.set_pos(pos);
+  req.set_n_max(options.n_max);
+  req.set_p_min(options.p_min);
+  v1::DraftReply reply;
+  grpc::Status s = call_one(&v1::Worker::Stub::Draft, *stub_, ctx, req, &reply);
+  if (!s.ok()) return failure("Draft", s);
+  if (reply.tokens_size() > options.n_max) {
+    return make_error("worker {}: a draft of {} tokens, {} asked for", endpoint(), reply.tokens_size(), options.n_max);
+  }
+  return std::vector<int32_t>(reply.tokens().begin(), reply.tokens().end());
+}
+
 namespace {
 constexpr size_t kStashChunkBytes = 4 << 20;
 }  // namespace

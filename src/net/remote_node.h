@@ -37,6 +37,8 @@ class RemoteNode {
   // `head` holds the hops and rows; `hidden` (rows x n_embd f32) goes in chunks (see forward_stream.h).
   Result<v1::ForwardReply> forward(const v1::ForwardRequest& head, std::string_view hidden);
   Status seq_op(const std::string& session, v1::SeqOpRequest::Op op, int32_t seq, int32_t p0, int32_t dst);
+  Result<std::vector<int32_t>> draft(const std::string& session, int32_t seq, int32_t token, int32_t pos,
+                                     const model::MtpDraftOptions& options);
   // ReadStash / WriteStash, in chunks of at most 4 MiB.
   Result<std::vector<uint8_t>> read_stash(const std::string& session, int32_t id);
   Status write_stash(const std::string& session, int32_t id, std::span<const uint8_t> bytes);

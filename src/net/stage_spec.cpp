@@ -110,6 +110,8 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
     c.owned[il] = 1;
   }
   c.output = spec.output();
+  c.mtp = spec.mtp();
+  if (c.mtp && !c.output) return make_error("mtp: only the output stage drafts with the MTP block");
   if (spec.n_seq() < 1 || spec.n_seq() > 256) return make_error("n_seq {} out of range 1..256", spec.n_seq());
   if (spec.n_ctx_per_seq() < 1 || spec.n_ctx_per_seq() > (1 << 24)) {
     return make_error("n_ctx_per_seq {} out of range", spec.n_ctx_per_seq());
@@ -188,8 +190,14 @@ Result<model::Batch> batch_from_request(const v1::ForwardRequest& req, const mod
   if (req.hidden().size() != static_cast<size_t>(rows * E) * sizeof(float)) {
     return make_error("hidden state has {} bytes, expected {} rows x {} floats", req.hidden().size(), rows, E);
   }
+  if (req.tokens_size() != 0 && req.tokens_size() != rows) return make_error("tokens and pos differ in length");
+  const int32_t n_vocab = runner.model().hparams().n_vocab;
   model::Batch b;
-  for (int64_t i = 0; i < rows; ++i) b.add(0, req.pos(i), req.seq(i), req.want_logits()[i] != 0);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int32_t token = req.tokens_size() ? req.tokens(static_cast<int>(i)) : 0;
+    if (token < 0 || token >= n_vocab) return make_error("token id {} out of range [0, {})", token, n_vocab);
+    b.add(token, req.pos(i), req.seq(i), req.want_logits()[i] != 0);
+  }
   return b;
 }
 
@@ -206,6 +214,7 @@ v1::StageSpec to_stage_spec(const model::Model& model, const model::StageConfig&
     if (stage.owned[il]) spec.add_owned_layers(static_cast<int32_t>(il));
   }
   spec.set_output(stage.output);
+  spec.set_mtp(stage.mtp);
   spec.set_n_seq(stage.n_seq);
   spec.set_n_ctx_per_seq(stage.n_ctx_per_seq);
   spec.set_n_batch(stage.n_batch);

@@ -473,6 +473,7 @@ Status WorkerService::forward_onward(grpc::ServerContext& ctx, Session& session,
   for (int i = 1; i < req.next_size(); ++i) *head.add_next() = req.next(i);
   *head.mutable_pos() = req.pos();
   *head.mutable_seq() = req.seq();
+  *head.mutable_tokens() = req.tokens();
   head.set_want_logits(req.want_logits());
   head.set_top_k(req.top_k());
   const std::string_view bytes(reinterpret_cast<const char*>(hidden.data()), hidden.size() * sizeof(float));
@@ -520,6 +521,24 @@ Status WorkerService::SeqOp(grpc::ServerContext* ctx, grpc::ServerReader<v1::Seq
   if (op == kOps.end()) return error_status(StatusCode::INVALID_ARGUMENT, "unknown sequence operation");
   const strata::Status s = exec::apply_seq_op(*session->runner, op->second, req->seq(), req->p0(), req->dst());
   return s.ok() ? Status::OK : invalid(s.error());
+}
+
+Status WorkerService::Draft(grpc::ServerContext* ctx, grpc::ServerReader<v1::DraftRequest>* reader, v1::DraftReply* reply) {
+  v1::DraftRequest req;
+  if (auto s = accept_one(*ctx, *reader, options_.security.token, req); !s.ok()) return s;
+  constexpr int32_t kMaxDraft = 256;
+  if (req.n_max() < 1 || req.n_max() > kMaxDraft) {
+    return error_status(StatusCode::INVALID_ARGUMENT, "n_max " + std::to_string(req.n_max()) + " out of range 1..256");
+  }
+  if (!(req.p_min() >= 0.0f && req.p_min() <= 1.0f)) return error_status(StatusCode::INVALID_ARGUMENT, "p_min out of [0, 1]");
+  auto session = find(req.session());
+  if (!session) return error_status(StatusCode::NOT_FOUND, "unknown session '" + req.session() + "'");
+  std::lock_guard lock(session->mu);
+  if (!session->runner) return error_status(StatusCode::FAILED_PRECONDITION, "session has no loaded stage");
+  auto drafted = session->runner->draft_mtp(req.seq(), req.token(), req.pos(), {.n_max = req.n_max(), .p_min = req.p_min()});
+  if (!drafted.ok()) return invalid(drafted.error());
+  for (int32_t t : *drafted) reply->add_tokens(t);
+  return Status::OK;
 }
 
 Status WorkerService::ReadStash(grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::StashChunk, v1::StashRef>* stream) {

@@ -42,6 +42,7 @@ class WorkerService final : public v1::Worker::Service {
   grpc::Status LoadStage(grpc::ServerContext*, grpc::ServerReader<v1::StageSpec>*, v1::LoadReply*) override;
   grpc::Status Forward(grpc::ServerContext*, grpc::ServerReader<v1::ForwardRequest>*, v1::ForwardReply*) override;
   grpc::Status SeqOp(grpc::ServerContext*, grpc::ServerReader<v1::SeqOpRequest>*, v1::SeqOpReply*) override;
+  grpc::Status Draft(grpc::ServerContext*, grpc::ServerReader<v1::DraftRequest>*, v1::DraftReply*) override;
   grpc::Status ReadStash(grpc::ServerContext*, grpc::ServerReaderWriter<v1::StashChunk, v1::StashRef>*) override;
   grpc::Status WriteStash(grpc::ServerContext*, grpc::ServerReader<v1::StashChunk>*, v1::SeqOpReply*) override;
   grpc::Status JoinMesh(grpc::ServerContext*, grpc::ServerReader<v1::MeshSpec>*, v1::MeshReply*) override;

@@ -114,12 +114,6 @@ Result<Plan> place(const model::Model& model, const std::vector<Node>& nodes_in,
   p.layer_owner.assign(owner.begin(), owner.end() - 1);
   p.input_node = 0;
   p.output_node = owner[n_layer];
-  if (request.mtp && p.output_node != p.input_node) {
-    return refuse(ErrorCode::kInvalidArgument,
-                  make_error("--spec-type draft-mtp: drafts are made beside the logits, on this machine, but the plan puts "
-                             "the output head (with layer {}) on {}; drafting on a worker is not built yet: run the last "
-                             "layers here, or use --spec-type ngram-simple", n_layer - 1, nodes[p.output_node].name));
-  }
   add_stages_and_transfers(p, hp);
 
   const auto& tensors = model.tensors();

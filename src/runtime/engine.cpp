@@ -145,7 +145,8 @@ Status Engine::place(const std::vector<plan::Node>& nodes) {
 
 Result<std::vector<int32_t>> Engine::draft_mtp(int32_t seq, int32_t token, int32_t pos, const model::MtpDraftOptions& options) {
   std::lock_guard lock(mu_);
-  return local_->runner().draft_mtp(seq, token, pos, options);
+  if (broken_) return make_error(ErrorCode::kUnavailable, "a worker failed: no draft until the cluster recovers");
+  return nodes_.at(static_cast<size_t>(plan_.output_node))->draft(seq, token, pos, options);
 }
 
 plan::Plan Engine::plan_snapshot() const {
