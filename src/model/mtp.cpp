@@ -28,27 +28,11 @@ std::pair<int32_t, float> best_of_top_k(const std::vector<float>& logits, int k)
 
 }  // namespace
 
-memory::KvConfig mtp_kv_config(const HParams& hp, const StageConfig& stage) {
-  memory::KvConfig kv;
-  kv.n_layer = hp.n_layer + 1;
-  kv.layer_has_kv.assign(static_cast<size_t>(kv.n_layer), 0);
-  kv.layer_has_kv.back() = 1;
-  kv.n_embd_k = hp.n_embd_k_gqa();
-  kv.n_embd_v = hp.n_embd_v_gqa();
-  kv.head_dim_k = hp.head_dim_k;
-  kv.head_dim_v = hp.head_dim_v;
-  kv.n_seq = stage.n_seq;
-  kv.n_ctx_per_seq = stage.n_ctx_per_seq;
-  kv.type_k = stage.type_k;
-  kv.type_v = stage.type_v;
-  return kv;
-}
-
 Result<std::unique_ptr<MtpHead>> MtpHead::create(const Parts& parts, const StageConfig& config) {
   STRATA_TRY(parts.model.mtp_available());
   if (config.shard.split()) return make_error("--spec-type draft-mtp: the MTP block does not run under -sm tensor yet");
   auto head = std::unique_ptr<MtpHead>(new MtpHead(parts, parts.hp.n_layer));
-  STRATA_ASSIGN(head->kv_, memory::KvCache::create(mtp_kv_config(parts.hp, config)));
+  STRATA_ASSIGN(head->kv_, memory::KvCache::create(mtp_kv_config(parts.hp, parts.model.architecture(), config)));
   head->seqs_.resize(static_cast<size_t>(config.n_seq));
   const size_t E = static_cast<size_t>(parts.hp.n_embd);
   for (SeqHidden& s : head->seqs_) s.pending.assign(E, 0.0f);

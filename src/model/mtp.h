@@ -25,7 +25,7 @@ struct MtpDraftOptions {
 };
 
 // The block's KV cache for a stage that drafts: one attention layer, the trunk's cache types.
-memory::KvConfig mtp_kv_config(const HParams& hp, const StageConfig& stage);
+memory::KvConfig mtp_kv_config(const HParams& hp, const Architecture& arch, const StageConfig& stage);
 
 class MtpHead {
  public:

@@ -121,6 +121,17 @@ memory::KvConfig kv_config(const HParams& model_hp, const Architecture& arch, co
   return kv;
 }
 
+memory::KvConfig mtp_kv_config(const HParams& hp, const Architecture& arch, const StageConfig& stage) {
+  StageConfig trunk = stage;  // the trunk's cache shape and types, none of its layers
+  trunk.owned.assign(static_cast<size_t>(std::max(0, hp.n_layer)), 0);
+  trunk.shard = {};
+  memory::KvConfig kv = kv_config(hp, arch, trunk);
+  kv.n_layer = hp.n_layer + 1;
+  kv.layer_has_kv.assign(static_cast<size_t>(kv.n_layer), 0);
+  kv.layer_has_kv.back() = 1;
+  return kv;
+}
+
 uint64_t scratch_bytes(const HParams& hp, const StageConfig& stage) {
   const uint64_t T = u(stage.n_batch), E = u(hp.n_embd), V = u(hp.n_vocab);
   uint64_t floats = T * E;  // the hidden rows the stage runs on
@@ -154,7 +165,7 @@ StageBytes stage_bytes(const HParams& model_hp, const Architecture& arch, const 
   StageBytes b;
   b.weights = weight_bytes;
   b.kv = memory::KvCache::bytes_needed(kv_config(model_hp, arch, stage));
-  if (stage.mtp && stage.output) b.kv = sat_add(b.kv, memory::KvCache::bytes_needed(mtp_kv_config(hp, stage)));
+  if (stage.mtp && stage.output) b.kv = sat_add(b.kv, memory::KvCache::bytes_needed(mtp_kv_config(model_hp, arch, stage)));
   for (int il = 0; il < hp.n_layer && il < static_cast<int>(stage.owned.size()); ++il) {
     if (!stage.owned[il]) continue;
     b.state = sat_add(b.state, arch.recurrent_state_bytes(hp, il, stage.n_seq));
