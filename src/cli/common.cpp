@@ -133,7 +133,7 @@ void add_sampling_flags(CLI::App& cmd, sampling::Params& p) {
 
 void add_spec_flags(CLI::App& cmd, SpecFlags& f) {
   runtime::SpecParams& p = f.params;
-  cmd.add_option("--spec-type", f.type, "speculative decoding: none or ngram-simple (prompt lookup)")->capture_default_str();
+  cmd.add_option("--spec-type", f.type, "speculative decoding: none, ngram-simple (prompt lookup) or draft-mtp (the model's MTP block)")->capture_default_str();
   cmd.add_option("--spec-draft-n-max", p.n_max, "most tokens to draft")->capture_default_str();
   cmd.add_option("--spec-draft-n-min", p.n_min, "fewest drafted tokens worth checking")->capture_default_str();
   cmd.add_option("--spec-draft-p-min,--draft-p-min", p.p_min, "a draft model stops below this probability")
