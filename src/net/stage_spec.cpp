@@ -110,8 +110,7 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
     c.owned[il] = 1;
   }
   c.output = spec.output();
-  c.mtp = spec.mtp();
-  if (c.mtp && !c.output) return make_error("mtp: only the output stage drafts with the MTP block");
+  c.mtp = spec.mtp();  // StageRunner::create refuses it without the output head
   if (spec.n_seq() < 1 || spec.n_seq() > 256) return make_error("n_seq {} out of range 1..256", spec.n_seq());
   if (spec.n_ctx_per_seq() < 1 || spec.n_ctx_per_seq() > (1 << 24)) {
     return make_error("n_ctx_per_seq {} out of range", spec.n_ctx_per_seq());

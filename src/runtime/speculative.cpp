@@ -5,6 +5,14 @@
 
 namespace strata::runtime {
 
+void SpecStats::add_check(int64_t drafted_tokens, int32_t kept) {
+  verifies += 1;
+  drafted += drafted_tokens;
+  accepted += kept;
+  if (accepted_at.size() < static_cast<size_t>(kept)) accepted_at.resize(static_cast<size_t>(kept));
+  for (int32_t i = 0; i < kept; ++i) ++accepted_at[static_cast<size_t>(i)];
+}
+
 Result<SpecType> parse_spec_type(std::string_view name) {
   if (name == "none") return SpecType::kNone;
   if (name == "ngram-simple") return SpecType::kNgramSimple;
@@ -84,16 +92,13 @@ Status Speculation::feed(Engine& engine, Generation& gen, std::span<const text::
     return make_error("speculation: a draft of {} tokens does not fit the sequence", draft.size());
   }
   fed_.assign(batch.tokens.begin() + before, batch.tokens.end());
-  stats_.verifies += 1;
-  stats_.drafted += static_cast<int64_t>(draft.size());
+  drafted_ = static_cast<int64_t>(draft.size());
   return {};
 }
 
 Result<Generation::DraftResult> Speculation::accept(Engine& engine, Generation& gen, std::span<const float> rows) {
   Generation::DraftResult result = gen.accept_draft(rows);
-  stats_.accepted += result.accepted;
-  if (stats_.accepted_at.size() < static_cast<size_t>(result.accepted)) stats_.accepted_at.resize(static_cast<size_t>(result.accepted));
-  for (int32_t i = 0; i < result.accepted; ++i) ++stats_.accepted_at[static_cast<size_t>(i)];
+  stats_.add_check(drafted_, result.accepted);
   STRATA_TRY(cut_back(engine, gen.seq(), gen.n_past()));
   return result;
 }

@@ -48,6 +48,8 @@ struct SpecStats {
   int64_t accepted = 0;  // drafted tokens kept (draft_n_accepted)
   std::vector<int64_t> accepted_at;  // per draft position: checks that kept the drafted token there
   double acceptance() const { return drafted > 0 ? static_cast<double>(accepted) / drafted : 0; }
+  // Counts one check of `drafted` tokens of which the first `kept` were kept.
+  void add_check(int64_t drafted_tokens, int32_t kept);
 };
 
 // One sequence's speculation against the engine: what to draft next, and the cache kept in step with
@@ -77,6 +79,7 @@ class Speculation {
   SpecParams params_;
   SpecStats stats_;
   bool checkpointed_ = false;     // the state was checkpointed at first_ before the check in flight
+  int64_t drafted_ = 0;           // the check's drafted tokens
   int32_t first_ = 0;             // the check's first position
   std::vector<text::Token> fed_;  // the check's tokens, to decode again after a restore
 };

@@ -586,17 +586,12 @@ bool Scheduler::feed_draft(Slot& slot, model::Batch& batch) {
 // The check's rows: the tokens the model samples there, as far as they agree with the draft; the
 // sequence is cut back to them.
 Status Scheduler::check_draft(Slot& slot, std::span<const float> logits) {
-  const int64_t before = slot.spec->stats().accepted;
+  const int64_t drafted = static_cast<int64_t>(logits.size() / static_cast<size_t>(engine_.n_vocab())) - 1;
   STRATA_ASSIGN(runtime::Generation::DraftResult checked, slot.spec->accept(engine_, *slot.gen, logits));
-  slot.req->draft_n_accepted_.fetch_add(static_cast<int32_t>(slot.spec->stats().accepted - before));
+  slot.req->draft_n_accepted_.fetch_add(checked.accepted);
   {
     std::lock_guard lock(mu_);
-    runtime::SpecStats& all = stats_.spec;
-    ++all.verifies;
-    all.drafted += static_cast<int64_t>(logits.size() / static_cast<size_t>(engine_.n_vocab())) - 1;
-    all.accepted += checked.accepted;
-    if (all.accepted_at.size() < static_cast<size_t>(checked.accepted)) all.accepted_at.resize(static_cast<size_t>(checked.accepted));
-    for (int32_t i = 0; i < checked.accepted; ++i) ++all.accepted_at[static_cast<size_t>(i)];
+    stats_.spec.add_check(drafted, checked.accepted);
   }
   for (runtime::GenerationStep& step : checked.steps) {
     const bool done = step.done;
