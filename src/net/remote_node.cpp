@@ -251,15 +251,21 @@ Status RemoteNode::write_stash(const std::string& session, int32_t id, std::span
 }
 
 Result<bool> RemoteNode::ping(const std::string& session) {
-  grpc::ClientContext ctx;
-  prepare(ctx, std::min(timeout_ms_, 5000));
-  ctx.set_wait_for_ready(true);  // a worker that just restarted: wait for the reconnect, not fail fast
-  v1::SessionRef req;
-  req.set_session(session);
-  v1::PingReply reply;
-  grpc::Status s = call_one(&v1::Worker::Stub::Ping, *stub_, ctx, req, &reply);
-  if (!s.ok()) return failure("Ping", s);
-  return reply.known();
+  // A Ping sent on the connection that died with a restarted worker fails (reset, broken pipe)
+  // before the channel notices; Ping changes nothing, so it goes once more on a new connection.
+  grpc::Status s;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    grpc::ClientContext ctx;
+    prepare(ctx, std::min(timeout_ms_, 5000));
+    ctx.set_wait_for_ready(true);  // a worker that just restarted: wait for the reconnect, not fail fast
+    v1::SessionRef req;
+    req.set_session(session);
+    v1::PingReply reply;
+    s = call_one(&v1::Worker::Stub::Ping, *stub_, ctx, req, &reply);
+    if (s.ok()) return reply.known();
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+  }
+  return failure("Ping", s);
 }
 
 void RemoteNode::end_session(const std::string& session) {

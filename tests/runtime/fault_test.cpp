@@ -79,6 +79,25 @@ TEST(Fault, killed_worker_fails_the_request_naming_it_then_the_next_request_succ
   EXPECT_EQ(got, want);
 }
 
+// A worker killed and started again on its port: the coordinator's next Ping reaches the new
+// process, even when it was sent on the connection that died with the old one (CI saw the
+// recovery after a restart fail with "Ping (unreachable): Connection reset by peer").
+TEST(Fault, a_ping_after_a_worker_restart_reaches_the_new_process) {
+  TestCluster cluster(1, 1, "ping-restart");
+  ASSERT_TRUE(cluster.ok()) << cluster.error();
+  auto link = net::RemoteNode::connect(cluster.endpoints()[0], {cluster.token(), "", "", ""}, 5000);
+  ASSERT_TRUE(link.ok());
+  for (int round = 0; round < 8; ++round) {
+    auto before = (*link)->ping("no-such-session");
+    ASSERT_TRUE(before.ok()) << "round " << round << ": " << before.error().message;
+    cluster.worker(0).kill(SIGKILL);
+    ASSERT_TRUE(cluster.restart(0)) << "round " << round;
+    auto after = (*link)->ping("no-such-session");
+    ASSERT_TRUE(after.ok()) << "round " << round << ": " << after.error().message;
+    EXPECT_FALSE(*after);
+  }
+}
+
 class WorkerInputs : public ::testing::Test {
  protected:
   void SetUp() override {
