@@ -30,7 +30,6 @@ std::pair<int32_t, float> best_of_top_k(const std::vector<float>& logits, int k)
 
 Result<std::unique_ptr<MtpHead>> MtpHead::create(const Parts& parts, const StageConfig& config) {
   STRATA_TRY(parts.model.mtp_available());
-  if (config.shard.split()) return make_error("--spec-type draft-mtp: the MTP block does not run under -sm tensor yet");
   auto head = std::unique_ptr<MtpHead>(new MtpHead(parts, parts.hp.n_layer));
   STRATA_ASSIGN(head->kv_, memory::KvCache::create(mtp_kv_config(parts.hp, parts.model.architecture(), config)));
   head->seqs_.resize(static_cast<size_t>(config.n_seq));
@@ -41,10 +40,10 @@ Result<std::unique_ptr<MtpHead>> MtpHead::create(const Parts& parts, const Stage
 
 void MtpHead::run(const Batch& batch, const float* h_in, std::vector<float>& out) {
   const HParams& hp = parts_.hp;
-  const Weights& w = parts_.weights;
-  const LayerWeights& lw = w.layers[static_cast<size_t>(il_)];
+  const GlobalWeights& g = parts_.global;
+  const LayerWeights& lw = parts_.weights.layers[static_cast<size_t>(il_)];
   const int64_t E = hp.n_embd, n = batch.size();
-  const MatrixView& embed = lw.nextn_embed_tokens.data ? lw.nextn_embed_tokens : w.global.token_embd;
+  const MatrixView& embed = lw.nextn_embed_tokens.data ? lw.nextn_embed_tokens : g.token_embd;
   // [enorm(embedding) | hnorm(hidden)] -> eh_proj
   cat_.resize(static_cast<size_t>(n * 2 * E));
   std::vector<float> row(static_cast<size_t>(E));
@@ -55,20 +54,20 @@ void MtpHead::run(const Batch& batch, const float* h_in, std::vector<float>& out
   }
   x_.resize(static_cast<size_t>(n * E));
   tensor::matmul(lw.nextn_eh_proj, cat_.data(), n, x_.data(), parts_.pool);
-  LayerContext ctx{hp, w.global, parts_.pool, batch, kv_, nullptr, parts_.scratch};
+  LayerContext ctx{hp, g, parts_.pool, batch, kv_, nullptr, parts_.scratch};
   parts_.model.architecture().forward_layer(ctx, lw, il_, x_.data());
   for (int64_t t = 0; t < n; ++t) kv_.set_n_past(batch.seq[t], batch.pos[t] + 1);
-  const VectorView& norm = lw.nextn_shared_head_norm.data ? lw.nextn_shared_head_norm : w.global.output_norm;
+  const VectorView& norm = lw.nextn_shared_head_norm.data ? lw.nextn_shared_head_norm : g.output_norm;
   out.resize(static_cast<size_t>(n * E));
   rms_norm_rows(x_.data(), out.data(), n, E, hp.rms_eps, norm.data);
 }
 
 void MtpHead::head_logits(const float* normed, std::vector<float>& logits) {
   const LayerWeights& lw = parts_.weights.layers[static_cast<size_t>(il_)];
-  const MatrixView& head = lw.nextn_shared_head_head.data ? lw.nextn_shared_head_head : parts_.weights.global.output;
+  const MatrixView& head = lw.nextn_shared_head_head.data ? lw.nextn_shared_head_head : parts_.global.output;
   logits.resize(static_cast<size_t>(head.rows));
   tensor::matmul(head, normed, 1, logits.data(), parts_.pool);
-  if (!lw.nextn_shared_head_head.data) add_bias_rows(logits.data(), 1, parts_.weights.global.output_bias);
+  if (!lw.nextn_shared_head_head.data) add_bias_rows(logits.data(), 1, parts_.global.output_bias);
 }
 
 void MtpHead::process(const Batch& batch, const float* normed) {

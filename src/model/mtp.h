@@ -32,8 +32,9 @@ class MtpHead {
   // What the block reads, all owned by the stage's runner (which outlives the head).
   struct Parts {
     const Model& model;
-    const HParams& hp;  // the layers' hyperparameters
-    const Weights& weights;
+    const HParams& hp;  // the model's (the block is never sliced)
+    const Weights& weights;      // the block's layer
+    const GlobalWeights& global;  // whole: every vocabulary row of the head
     tensor::ThreadPool& pool;
     Scratch& scratch;
   };

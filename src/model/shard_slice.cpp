@@ -41,6 +41,7 @@ bool is(const TensorDecl& d, Slot slot) {
 Cut cut_of(const TensorDecl& d) {
   using L = LayerWeights;
   using G = GlobalWeights;
+  if (d.mtp) return Cut::kWhole;  // the MTP block drafts on one member, whole
   if (is(d, &L::attn_q) || is(d, &L::attn_q_bias)) return Cut::kQRows;
   if (is(d, &L::attn_k) || is(d, &L::attn_v) || is(d, &L::attn_k_bias) || is(d, &L::attn_v_bias)) return Cut::kKvRows;
   if (is(d, &L::attn_output)) return Cut::kQCols;

@@ -173,6 +173,7 @@ StageBytes stage_bytes(const HParams& model_hp, const Architecture& arch, const 
     b.checkpoints = sat_add(b.checkpoints, arch.recurrent_state_bytes(hp, il, static_cast<int32_t>(std::min<uint64_t>(copies, 1u << 30))));
   }
   b.scratch = scratch_bytes(hp, stage);
+  if (stage.mtp) b.scratch = std::max(b.scratch, scratch_bytes(model_hp, stage));  // the block runs unsliced
   return b;
 }
 
@@ -196,6 +197,11 @@ StageBytes stage_bytes(const Model& model, const StageConfig& stage) {
     const uint64_t whole = held_bytes(*t.info);
     const long double share = whole == 0 ? 0.0L : static_cast<long double>(held) / whole;
     file = sat_add(file, static_cast<uint64_t>(share * t.info->nbytes));
+    if (stage.mtp && stage.shard.split() && t.decl.name == gguf::names::tensor::kOutput) {
+      // The MTP block's drafts need every vocabulary row: the file's whole head beside the slice.
+      weights = sat_add(weights, t.info->nbytes);
+      file = sat_add(file, t.info->nbytes);
+    }
   }
   StageBytes b = stage_bytes(model.hparams(), model.architecture(), stage, weights);
   b.repacked = weights > file ? weights - file : 0;

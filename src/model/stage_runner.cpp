@@ -45,6 +45,7 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
   STRATA_TRY(check_shard(*r->model_, config.shard));
   STRATA_ASSIGN(r->weights_, r->model_->bind(config.tensors));
   r->layer_hp_ = shard_hparams(hp, config.shard);
+  r->mtp_global_ = r->weights_.global;  // the file's views, unsliced
   slice_weights(r->weights_, *r->model_, config.shard, config.owned, config.input, r->sliced_);
   r->weight_bytes_ = stage_bytes(*r->model_, config).weights;
   r->pool_ = std::make_unique<tensor::ThreadPool>(config.n_threads);
@@ -57,7 +58,9 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
     STRATA_ASSIGN(r->recurrent_, memory::RecurrentState::create(rc));
   }
   if (config.mtp) {
-    const MtpHead::Parts parts{*r->model_, r->layer_hp_, r->weights_, *r->pool_, r->scratch_};
+    // The block and its head run whole even on a tensor-split member: the model's own shapes.
+    if (!config.shard.split()) r->mtp_global_ = r->weights_.global;  // repacked where the trunk's are
+    const MtpHead::Parts parts{*r->model_, hp, r->weights_, r->mtp_global_, *r->pool_, r->scratch_};
     STRATA_ASSIGN(r->mtp_, MtpHead::create(parts, config));
     spdlog::info("MTP block {} loaded to draft (--spec-type draft-mtp): its KV cache {:.1f} MiB", hp.n_layer,
                  r->mtp_->kv_bytes() / 1048576.0);

@@ -107,6 +107,7 @@ class StageRunner {
   Collective* collective_ = nullptr;
   WeightWarmer warmer_;  // used with a collective only
   std::unique_ptr<MtpHead> mtp_;  // config().mtp: sees every batch's hidden states, drafts on request
+  GlobalWeights mtp_global_;      // with mtp_: the head etc. whole (under a tensor split, before slicing)
   std::vector<float> normed_;     // with mtp_: every row's output-normed hidden state
   std::map<int32_t, Stash> stashes_;
   uint64_t stashed_bytes_ = 0;

@@ -88,10 +88,6 @@ Result<Plan> place(const model::Model& model, const std::vector<Node>& nodes_in,
     if (auto s = model.mtp_available(); !s) {
       return refuse(ErrorCode::kInvalidArgument, make_error("--spec-type draft-mtp: {}", s.error().message));
     }
-    if (request.split_mode == SplitMode::kTensor) {
-      return refuse(ErrorCode::kInvalidArgument, make_error("--spec-type draft-mtp: the MTP block does not run under -sm "
-                                                            "tensor yet; use -sm layer, or --spec-type ngram-simple"));
-    }
   }
   if (request.split_mode == SplitMode::kTensor) {
     auto tensor = detail::make_tensor_plan(model, std::move(nodes), request);

@@ -110,8 +110,9 @@ std::vector<model::StageConfig> tensor_stages(const model::Model& model, const s
     s.owned.assign(static_cast<size_t>(n_layer), member ? 1 : 0);
     s.input = n == 0;
     s.output = member;
+    s.mtp = request.mtp && member && n == 0;  // whole on this machine, which has every row's token and hidden state
     if (member) s.shard = shards[static_cast<size_t>(it - g.members.begin())];
-    s.tensors = model::tensors_needed(model, s.owned, s.input, s.output);
+    s.tensors = model::tensors_needed(model, s.owned, s.input, s.output, s.mtp);
     s.n_seq = std::max(1, request.n_seq);
     s.n_ctx_per_seq = std::max(0, request.n_ctx) / s.n_seq;
     s.n_batch = std::max(1, request.n_batch);
@@ -210,6 +211,10 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
                       "over the group; drop -ngl or give -ngl {}", request.n_gpu_layers, n_layer, n_layer + 1);
   }
   STRATA_ASSIGN(Group g, choose_group(nodes, request));
+  if (request.mtp && g.members.front() != 0) {
+    return make_error("plan: --spec-type draft-mtp under -sm tensor drafts on this machine, but {} gives it no share; "
+                      "give -ts {} values (this machine first)", g.flag_text, nodes.size());
+  }
   STRATA_ASSIGN(const model::ShardUnits units, model::shard_units(model));
   STRATA_ASSIGN(std::vector<model::Shard> shards, model::split_shards(model, g.weights, request.expert_split));
 

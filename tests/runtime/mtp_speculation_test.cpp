@@ -16,6 +16,7 @@
 #include <regex>
 #include <sstream>
 
+#include "model/shard.h"
 #include "model/stage_runner.h"
 #include "runtime/generate.h"
 #include "testing/cluster.h"
@@ -279,8 +280,10 @@ TEST(MtpDrafts, a_cut_back_block_drafts_as_one_that_never_saw_the_cut_tokens) {
 
 // Layer split: the worker holding the output head holds the MTP block and its cache (the plan says
 // so, with their bytes) and drafts there over the Draft call; its drafts are the single node's.
-TEST(MtpDrafts, two_nodes_layer_split_draft_on_the_output_node_as_one_node_does) {
-  testing::TestCluster cluster(1, 1, "mtp-layers");
+// Two nodes draft exactly as one node and give the same tokens as without speculation; `drafter`
+// is the node the plan puts the block on, and only it lists the block's tensors.
+void expect_two_nodes_draft_as_one(plan::SplitMode mode, int32_t drafter) {
+  testing::TestCluster cluster(1, 1, "mtp-two");
   ASSERT_TRUE(cluster.ok()) << cluster.error();
   for (const char* arch : {"qwen35", "qwen35moe"}) {
     const std::string model = synth_mtp_model(arch);
@@ -293,15 +296,35 @@ TEST(MtpDrafts, two_nodes_layer_split_draft_on_the_output_node_as_one_node_does)
     o.mtp = true;
     o.n_checkpoints = Speculation::checkpoints_needed(mtp_spec());
     o.cluster.tensor_split = {1, 1};
+    o.cluster.split_mode = mode;
     auto two = Engine::load(o);
     ASSERT_TRUE(two.ok()) << two.error().message;
     const plan::Plan& p = (*two)->plan();
-    ASSERT_EQ(p.output_node, 1) << arch;
-    EXPECT_TRUE(p.node_stages[1].mtp);
-    EXPECT_FALSE(p.node_stages[0].mtp);
+    ASSERT_EQ(p.output_node, drafter) << arch;
     const std::string block = "blk." + std::to_string((*two)->hparams().n_layer) + ".nextn.eh_proj.weight";
-    EXPECT_NE(std::find(p.node_stages[1].tensors.begin(), p.node_stages[1].tensors.end(), block), p.node_stages[1].tensors.end());
-    EXPECT_EQ(std::find(p.node_stages[0].tensors.begin(), p.node_stages[0].tensors.end(), block), p.node_stages[0].tensors.end());
+    for (int32_t n = 0; n < 2; ++n) {
+      const model::StageConfig& st = p.node_stages[n];
+      EXPECT_EQ(st.mtp, n == drafter) << arch << ", node " << n;
+      EXPECT_EQ(std::find(st.tensors.begin(), st.tensors.end(), block) != st.tensors.end(), n == drafter) << arch;
+    }
+    if (mode == plan::SplitMode::kTensor) {  // the drafter's bytes hold the block and the whole head
+      plan::Request r;
+      r.split_mode = mode;
+      r.tensor_split = {1, 1};
+      r.n_ctx = 512;
+      r.mtp = true;
+      auto with = plan::make_plan((*two)->model(), p.nodes, r);
+      r.mtp = false;
+      auto without = plan::make_plan((*two)->model(), p.nodes, r);
+      ASSERT_TRUE(with.ok() && without.ok());
+      uint64_t extra = 0;
+      for (const auto& t : (*two)->model().tensors()) {
+        if (t.decl.mtp) extra += model::shard_tensor_bytes((*two)->model(), t.decl.name, {});
+        if (t.decl.name == "output.weight") extra += t.info->nbytes;
+      }
+      EXPECT_GE(with->bytes[0].weights, without->bytes[0].weights + extra) << arch;
+      EXPECT_EQ(with->bytes[1].weights, without->bytes[1].weights) << arch;
+    }
     const GenRun got = generate_tokens(**two, kPrompt, 64, mtp_spec(), 0);
     EXPECT_EQ(got.tokens, plain.tokens) << arch;
     EXPECT_EQ(got.tokens, want.tokens) << arch;
@@ -314,6 +337,16 @@ TEST(MtpDrafts, two_nodes_layer_split_draft_on_the_output_node_as_one_node_does)
   }
 }
 
+TEST(MtpDrafts, two_nodes_layer_split_draft_on_the_output_node_as_one_node_does) {
+  expect_two_nodes_draft_as_one(plan::SplitMode::kLayer, 1);
+}
+
+// Under -sm tensor every member holds a slice of the head; the block drafts on this machine with the
+// whole head (its bytes are in this machine's share of the plan).
+TEST(MtpDrafts, two_nodes_tensor_split_draft_on_this_machine_as_one_node_does) {
+  expect_two_nodes_draft_as_one(plan::SplitMode::kTensor, 0);
+}
+
 TEST(MtpDrafts, the_planner_refuses_what_it_cannot_place_naming_why) {
   // No MTP block in the file.
   STRATA_SHARED_FILE(plain, "models/synth/qwen35-dense-f32.gguf");
@@ -322,16 +355,18 @@ TEST(MtpDrafts, the_planner_refuses_what_it_cannot_place_naming_why) {
   EXPECT_NE(none.error().message.find("multi-token-prediction"), std::string::npos) << none.error().message;
   EXPECT_EQ(parse_spec_type("draft-mtp").value(), SpecType::kDraftMtp);
 
-  testing::TestCluster cluster(1, 1, "mtp");
+  // -sm tensor with shares for the workers only: this machine, where the block drafts, holds no slice.
+  testing::TestCluster cluster(2, 1, "mtp");
   ASSERT_TRUE(cluster.ok()) << cluster.error();
-  EngineOptions layers = testing::cluster_options(synth_mtp_model("qwen35"), cluster, 512);
-  layers.mtp = true;
-  layers.cluster.tensor_split = {1, 1};
-  EngineOptions tensor = layers;
+  EngineOptions tensor = testing::cluster_options(synth_mtp_model("qwen35"), cluster, 512);
+  tensor.mtp = true;
   tensor.cluster.split_mode = plan::SplitMode::kTensor;
+  tensor.cluster.tensor_split = {1, 1};
   auto split = Engine::load(tensor);
   ASSERT_FALSE(split.ok());
-  EXPECT_NE(split.error().message.find("-sm tensor"), std::string::npos) << split.error().message;
+  EXPECT_NE(split.error().message.find("gives it no share"), std::string::npos) << split.error().message;
+  tensor.cluster.tensor_split = {1, 1, 1};
+  EXPECT_TRUE(Engine::load(tensor).ok());
 }
 
 }  // namespace
