@@ -67,6 +67,7 @@ void print_json(const Report& rep, const std::vector<runtime::BenchResult>& resu
       const int32_t k = r.rows_per_step - 1;
       const double cost = runtime::check_cost(r, *generation);
       j["spec_draft_n"] = k;
+      j["spec_type"] = r.draft_mtp ? "draft-mtp" : "none";
       j["check_cost_steps"] = cost;
       for (double a : kAcceptance) j["speedup_at_" + fmt::format("{:.0f}", 100 * a)] = runtime::implied_speedup(cost, k, a);
     } else if (roofline && r.n_gen > 0) {
@@ -105,7 +106,7 @@ void print_markdown(const Report& rep, const std::vector<runtime::BenchResult>& 
     if (r.rows_per_step == 1 || !generation) continue;
     if (!header) {
       fmt::print("\nspeculative checks against one decode step ({}; speedup if each drafted token is kept with "
-                 "probability a, drafting not counted):\n\n| test | ms per check | cost in steps | a = 50% | a = 70% | "
+                 "probability a; drafting counted in the draft-mtp rows):\n\n| test | ms per check | cost in steps | a = 50% | a = 70% | "
                  "a = 90% |\n| --- | ---: | ---: | ---: | ---: | ---: |\n", generation->test);
       header = true;
     }
@@ -117,20 +118,48 @@ void print_markdown(const Report& rep, const std::vector<runtime::BenchResult>& 
   }
 }
 
+struct BenchFlags {
+  ModelFlags model;
+  int32_t n_prompt = 512;
+  int32_t n_gen = 128;
+  int32_t n_depth = 0;
+  int32_t repetitions = 5;
+  std::string output = "md";
+  bool roofline = false;
+  int32_t spec_n_max = 0;
+  std::string spec_type = "none";
+};
+
+// Checks of k = 1..--spec-draft-n-max drafted tokens (with `draft_mtp`, each drafted first).
+Status run_checks(runtime::Engine& e, const BenchFlags& f, bool draft_mtp, std::vector<runtime::BenchResult>& results) {
+  for (int32_t k = 1; k <= f.spec_n_max; ++k) {
+    for (bool drafts : {false, true}) {
+      if (drafts && !draft_mtp) continue;
+      STRATA_ASSIGN(runtime::BenchResult r, runtime::bench_check(e, k, f.n_gen, f.repetitions, f.n_depth, drafts));
+      results.push_back(std::move(r));
+    }
+  }
+  return {};
+}
+
+// pp and tg, and the checks unless they draft with the MTP block (which needs an engine of its own).
+Status run_tests(runtime::Engine& e, const BenchFlags& f, std::vector<runtime::BenchResult>& results) {
+  if (f.n_prompt > 0) {
+    STRATA_ASSIGN(runtime::BenchResult r, runtime::bench_prompt(e, f.n_prompt, f.repetitions, f.n_depth));
+    results.push_back(std::move(r));
+  }
+  if (f.n_gen > 0) {
+    STRATA_ASSIGN(runtime::BenchResult r, runtime::bench_generation(e, f.n_gen, f.repetitions, f.n_depth));
+    results.push_back(std::move(r));
+  }
+  if (f.spec_type == "draft-mtp") return {};
+  return run_checks(e, f, false, results);
+}
+
 }  // namespace
 
 Command add_bench(CLI::App& app) {
-  struct Flags {
-    ModelFlags model;
-    int32_t n_prompt = 512;
-    int32_t n_gen = 128;
-    int32_t n_depth = 0;
-    int32_t repetitions = 5;
-    std::string output = "md";
-    bool roofline = false;
-    int32_t spec_n_max = 0;
-  };
-  auto f = std::make_shared<Flags>();
+  auto f = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand("bench", "prompt processing and generation speed (llama-bench style)");
   add_model_flags(*cmd, f->model, false);
   cmd->add_option("-p,--n-prompt", f->n_prompt, "prompt tokens (0: skip pp)")->capture_default_str()->check(CLI::Range(0, 1 << 16));
@@ -144,32 +173,31 @@ Command add_bench(CLI::App& app) {
   cmd->add_option("--spec-draft-n-max", f->spec_n_max,
                   "also time speculative checks of k = 1..N drafted tokens against one decode step (-n checks each)")
       ->capture_default_str()->check(CLI::Range(0, 16));
+  cmd->add_option("--spec-type", f->spec_type,
+                  "none, or draft-mtp: the checks also draft with the model's MTP block (loaded for them alone, so "
+                  "pp and tg run without it)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "draft-mtp"}));
   return [f]() -> int {
+    const bool mtp = f->spec_type == "draft-mtp";
     if (f->spec_n_max > 0 && f->n_gen == 0) return fail(make_error("--spec-draft-n-max needs -n > 0"));
+    if (mtp && f->spec_n_max == 0) return fail(make_error("--spec-type draft-mtp times checks: give --spec-draft-n-max"));
     f->model.n_ctx = std::max(f->n_prompt, f->n_gen * (f->spec_n_max + 1)) + 1 + f->n_depth;
     f->model.n_batch = std::max({1, f->n_prompt, f->spec_n_max + 1});
     runtime::LocalWorkers workers;
     // Each test goes back to its depth through a state checkpoint on recurrent models, and a check
     // takes one before it.
-    auto engine = load_engine(f->model, workers, (f->n_depth > 0 ? 1 : 0) + (f->spec_n_max > 0 ? 1 : 0));
+    const int32_t n_checkpoints = (f->n_depth > 0 ? 1 : 0) + (f->spec_n_max > 0 ? 1 : 0);
+    auto engine = load_engine(f->model, workers, n_checkpoints);
     if (!engine.ok()) return fail(engine.error());
-    runtime::Engine& e = **engine;
     std::vector<runtime::BenchResult> results;
-    if (f->n_prompt > 0) {
-      auto r = runtime::bench_prompt(e, f->n_prompt, f->repetitions, f->n_depth);
-      if (!r.ok()) return fail(r.error());
-      results.push_back(*r);
+    if (auto s = run_tests(**engine, *f, results); !s) return fail(s.error());
+    if (mtp) {  // the block mirrors every batch: pp and tg above ran without it, as plain decoding does
+      engine->reset();
+      engine = load_engine(f->model, workers, n_checkpoints, true);
+      if (!engine.ok()) return fail(engine.error());
+      if (auto s = run_checks(**engine, *f, true, results); !s) return fail(s.error());
     }
-    if (f->n_gen > 0) {
-      auto r = runtime::bench_generation(e, f->n_gen, f->repetitions, f->n_depth);
-      if (!r.ok()) return fail(r.error());
-      results.push_back(*r);
-    }
-    for (int32_t k = 1; k <= f->spec_n_max; ++k) {
-      auto r = runtime::bench_check(e, k, f->n_gen, f->repetitions, f->n_depth);
-      if (!r.ok()) return fail(r.error());
-      results.push_back(*r);
-    }
+    runtime::Engine& e = **engine;
     Report report = describe(e, f->model);
     if (f->roofline) {
       auto bw = runtime::measure_read_bandwidth(e.n_threads());

@@ -148,20 +148,28 @@ Result<BenchResult> bench_generation(Engine& engine, int32_t n_gen, int32_t repe
   return bench_steps(engine, {test_name("tg", n_gen, depth), 0, n_gen, depth, 1, {}}, repetitions, {});
 }
 
-Result<BenchResult> bench_check(Engine& engine, int32_t k, int32_t n_checks, int32_t repetitions, int32_t depth) {
+Result<BenchResult> bench_check(Engine& engine, int32_t k, int32_t n_checks, int32_t repetitions, int32_t depth,
+                                bool draft_mtp) {
   if (k < 1 || n_checks < 1 || static_cast<int64_t>(n_checks) * (k + 1) > engine.n_ctx_per_seq()) {
     return make_error("bench: {} checks of {} drafted tokens do not fit the context {}", n_checks, k, engine.n_ctx_per_seq());
   }
-  const std::string name = fmt::format("check k={} ({} rows){}", k, k + 1, depth > 0 ? fmt::format(" @ d{}", depth) : "");
-  std::function<Status(int32_t)> checkpoint;
-  if (engine.needs_checkpoints()) {  // as Speculation does: one before each check, the last one dropped
-    checkpoint = [&engine, depth, held = int32_t{-1}](int32_t pos) mutable -> Status {
-      if (held >= 0 && !(depth > 0 && held == depth)) STRATA_TRY(engine.drop_checkpoint(0, held));  // keep Depth's
-      held = pos;
-      return engine.save_checkpoint(0, pos);
-    };
-  }
-  return bench_steps(engine, {name, 0, n_checks, depth, k + 1, {}}, repetitions, checkpoint);
+  const std::string name = fmt::format("{}check k={} ({} rows){}", draft_mtp ? "draft-mtp + " : "", k, k + 1,
+                                       depth > 0 ? fmt::format(" @ d{}", depth) : "");
+  // As Speculation does: the draft, then a state checkpoint before the check (the last one dropped).
+  const model::MtpDraftOptions drafting{k, 0.0f};  // p_min 0: every draft has k tokens
+  auto before_check = [&engine, depth, draft_mtp, drafting, held = int32_t{-1}](int32_t pos) mutable -> Status {
+    if (draft_mtp) {
+      STRATA_ASSIGN(const std::vector<int32_t> draft, engine.draft_mtp(0, 0, pos, drafting));
+      if (static_cast<int32_t>(draft.size()) != drafting.n_max) {
+        return make_error("bench: the MTP block drafted {} of {} tokens at position {}", draft.size(), drafting.n_max, pos);
+      }
+    }
+    if (!engine.needs_checkpoints()) return {};
+    if (held >= 0 && !(depth > 0 && held == depth)) STRATA_TRY(engine.drop_checkpoint(0, held));  // keep Depth's
+    held = pos;
+    return engine.save_checkpoint(0, pos);
+  };
+  return bench_steps(engine, {name, 0, n_checks, depth, k + 1, {}, draft_mtp}, repetitions, before_check);
 }
 
 double check_cost(const BenchResult& check, const BenchResult& generation) {

@@ -16,6 +16,7 @@ struct BenchResult {
   int32_t n_depth = 0;
   int32_t rows_per_step = 1;       // generation: tokens each decode step takes (k+1 for a speculative check)
   std::vector<double> samples_ns;  // one per repetition
+  bool draft_mtp = false;          // a check whose steps drafted with the MTP block first
   double avg_ts() const;           // tokens per second, mean over repetitions
   double stddev_ts() const;
   double avg_ns() const;
@@ -31,10 +32,13 @@ Result<BenchResult> bench_generation(Engine& engine, int32_t n_gen, int32_t repe
 // A speculative check of k drafted tokens, as generation does it: n_checks steps, each one batch of
 // k+1 rows of one sequence with every row's logits (and, on a model with recurrent layers, the state
 // checkpoint taken before it, which needs one more engine checkpoint). Counts n_gen = n_checks.
-Result<BenchResult> bench_check(Engine& engine, int32_t k, int32_t n_checks, int32_t repetitions, int32_t depth = 0);
+// `draft_mtp`: each step first drafts its k tokens with the model's MTP block (an engine loaded
+// with EngineOptions::mtp), so the step costs what one speculative step of draft-mtp costs.
+Result<BenchResult> bench_check(Engine& engine, int32_t k, int32_t n_checks, int32_t repetitions, int32_t depth = 0,
+                                bool draft_mtp = false);
 // What a check of k drafts costs in one-token decode steps, and the speedup it implies when each
 // drafted token is kept with probability `acceptance` (independently): tokens per check, (1 - a^(k+1))
-// / (1 - a), over that cost. Drafting itself is not counted.
+// / (1 - a), over that cost (which counts drafting when the check timed it).
 double check_cost(const BenchResult& check, const BenchResult& generation);
 double implied_speedup(double cost, int32_t k, double acceptance);
 

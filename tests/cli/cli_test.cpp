@@ -75,6 +75,37 @@ TEST(Cli, bench_reports_the_cost_of_speculative_checks) {
   EXPECT_NE(run_command(strata() + " bench -m " + shell_quote(model) + " -n 0 --spec-draft-n-max 2").exit_code, 0);
 }
 
+// --spec-type draft-mtp: tg on the model alone, then every check twice on an engine with the MTP
+// block: verifying only, and drafting its k tokens first (what one draft-mtp step costs).
+TEST(Cli, bench_draft_mtp_times_drafting_and_checking_against_plain_decoding) {
+  const std::string model = (std::filesystem::temp_directory_path() / "strata-cli-bench-mtp.gguf").string();
+  const auto synth = run_command(strata() + " synth --arch qwen35moe --mtp -o " + shell_quote(model));
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  const std::string bench = strata() + " bench -m " + shell_quote(model) + " -p 0 -n 8 -r 1 -t 1";
+  const auto r = run_command(bench + " --spec-type draft-mtp --spec-draft-n-max 2 -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 5u) << r.out;
+  EXPECT_EQ(rows[0]["n_gen"].get<int>(), 8);
+  EXPECT_FALSE(rows[0].contains("spec_draft_n"));
+  for (int i = 1; i < 5; ++i) {
+    EXPECT_EQ(rows[i]["spec_draft_n"].get<int>(), (i + 1) / 2) << r.out;
+    EXPECT_EQ(rows[i]["spec_type"].get<std::string>(), i % 2 == 0 ? "draft-mtp" : "none") << r.out;
+    EXPECT_GT(rows[i]["check_cost_steps"].get<double>(), 0.0);
+  }
+  EXPECT_NE(r.err.find("MTP block"), std::string::npos) << "the checks ran on an engine with the block";
+  const auto md = run_command(bench + " --spec-type draft-mtp --spec-draft-n-max 1");
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find("| draft-mtp + check k=1 (2 rows) |"), std::string::npos) << md.out;
+  // Refused: no checks asked for; a file without the block.
+  EXPECT_NE(run_command(bench + " --spec-type draft-mtp").exit_code, 0);
+  STRATA_SHARED_FILE(plain, "models/synth/qwen35moe-q4_k_m.gguf");
+  const auto none = run_command(strata() + " bench -m " + shell_quote(plain) +
+                                " -p 0 -n 4 -r 1 -t 1 --spec-type draft-mtp --spec-draft-n-max 1");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("multi-token-prediction"), std::string::npos) << none.err;
+}
+
 // strata plan counts the prompt cache's state checkpoints per node, as strata serve keeps them.
 TEST(Cli, plan_shows_the_state_checkpoints_of_a_hybrid_model) {
   STRATA_SHARED_FILE(model, "models/synth/qwen35moe-f32.gguf");
