@@ -2,6 +2,7 @@
 
 #include "base/system.h"
 #include "model/shard.h"
+#include "tensor/repack.h"
 
 namespace strata::exec {
 
@@ -21,7 +22,7 @@ StageLoad stage_load(const plan::Plan& plan, int32_t node, std::shared_ptr<const
 Result<NodeFacts> LocalExecutor::hello() {
   const MemoryFacts mem = read_memory_facts();
   NodeFacts f;
-  f.cpu_features = cpu_features();
+  f.cpu_features = tensor::kernel_features();
   f.threads = hardware_threads();
   f.memory_limit = mem.limit;
   f.memory_available = mem.available;

@@ -85,10 +85,10 @@ HParams shard_hparams(const HParams& hp, const Shard& shard);
 Status check_shard(const Model& model, const Shard& shard);
 
 // Bytes of a tensor's slice held by a node with this shard (its whole held size when not sliced);
-// `embeds` as for shard_slice_bytes.
+// `embeds` as for shard_slice_bytes, `repack` as for held_bytes (stage_layout.h).
 uint64_t shard_tensor_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard,
-                            bool embeds);
-uint64_t shard_tensor_bytes(const Model& model, const std::string& name, const Shard& shard);
+                            bool embeds, bool repack);
+uint64_t shard_tensor_bytes(const Model& model, const std::string& name, const Shard& shard, bool repack);
 
 // The output head's rows a stage with this shard computes: its vocabulary slice, or all n_vocab.
 inline Range output_rows(const Shard& s, int32_t n_vocab) { return s.split() ? s.vocab : Range{0, n_vocab}; }
@@ -117,7 +117,7 @@ struct SliceBytes {
 inline bool head_rows_only(const Shard& s, bool embeds) { return s.split() && !embeds; }
 // Bytes held (repacked size included) of a tensor's slice: a slice repacks in the same proportion as
 // the whole.
-uint64_t held_slice_bytes(const gguf::TensorInfo& info, const SliceBytes& slice);
+uint64_t held_slice_bytes(const gguf::TensorInfo& info, const SliceBytes& slice, bool repack);
 // What a stage with this shard reads of a tensor. `embeds`: the stage looks up token embeddings (it
 // reads token_embd whole); a member that does not reads a tied token_embd only as its head's rows.
 SliceBytes shard_slice_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard,

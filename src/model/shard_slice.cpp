@@ -287,21 +287,21 @@ void for_each_piece(const SliceBytes& slice, uint64_t from, uint64_t n,
   }
 }
 
-uint64_t held_slice_bytes(const gguf::TensorInfo& info, const SliceBytes& slice) {
-  const uint64_t held = held_bytes(info);
+uint64_t held_slice_bytes(const gguf::TensorInfo& info, const SliceBytes& slice, bool repack) {
+  const uint64_t held = held_bytes(info, repack);
   if (slice.whole || info.nbytes == 0) return held;
   const long double share = static_cast<long double>(slice.bytes(info.nbytes)) / static_cast<long double>(info.nbytes);
   return static_cast<uint64_t>(share * held);
 }
 
 uint64_t shard_tensor_bytes(const HParams& hp, const TensorDecl& decl, const gguf::TensorInfo& info, const Shard& shard,
-                            bool embeds) {
-  return held_slice_bytes(info, shard_slice_bytes(hp, decl, info, shard, embeds));
+                            bool embeds, bool repack) {
+  return held_slice_bytes(info, shard_slice_bytes(hp, decl, info, shard, embeds), repack);
 }
 
-uint64_t shard_tensor_bytes(const Model& model, const std::string& name, const Shard& shard) {
+uint64_t shard_tensor_bytes(const Model& model, const std::string& name, const Shard& shard, bool repack) {
   for (const Model::Tensor& t : model.tensors()) {
-    if (t.decl.name == name) return shard_tensor_bytes(model.hparams(), t.decl, *t.info, shard, true);
+    if (t.decl.name == name) return shard_tensor_bytes(model.hparams(), t.decl, *t.info, shard, true, repack);
   }
   return 0;
 }

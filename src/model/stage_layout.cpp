@@ -177,13 +177,19 @@ StageBytes stage_bytes(const HParams& model_hp, const Architecture& arch, const 
   return b;
 }
 
-bool repacks_tensor(const gguf::TensorInfo& t) {
-  return t.n_dims >= 2 && tensor::repacks(t.type, t.n_rows(), t.ne[0]);
+bool repacks_tensor(const gguf::TensorInfo& t, bool repack) {
+  return repack && t.n_dims >= 2 && tensor::repack_shape(t.type, t.n_rows(), t.ne[0]);
 }
 
-uint64_t held_bytes(const gguf::TensorInfo& t) {
-  if (!repacks_tensor(t)) return t.nbytes;
+uint64_t held_bytes(const gguf::TensorInfo& t, bool repack) {
+  if (!repacks_tensor(t, repack)) return t.nbytes;
   return sat_mul(static_cast<uint64_t>(t.n_rows()), static_cast<uint64_t>(tensor::repacked_row_bytes(t.type, t.ne[0])));
+}
+
+uint64_t mtp_head_bytes(const Model& model, const StageConfig& stage) {
+  if (!stage.mtp || !stage.shard.split() || !model.has_output_weight()) return 0;
+  const gguf::TensorInfo* head = model.file().find_tensor(gguf::names::tensor::kOutput);
+  return head ? head->nbytes : 0;
 }
 
 StageBytes stage_bytes(const Model& model, const StageConfig& stage) {
@@ -191,18 +197,15 @@ StageBytes stage_bytes(const Model& model, const StageConfig& stage) {
   uint64_t weights = 0, file = 0;
   for (const Model::Tensor& t : model.tensors()) {
     if (!listed.count(t.decl.name)) continue;
-    const uint64_t held = shard_tensor_bytes(model.hparams(), t.decl, *t.info, stage.shard, stage.input);
+    const uint64_t held = shard_tensor_bytes(model.hparams(), t.decl, *t.info, stage.shard, stage.input, stage.repack);
     weights = sat_add(weights, held);
     // The file's bytes of the same slice (a slice repacks in the same proportion as the whole).
-    const uint64_t whole = held_bytes(*t.info);
+    const uint64_t whole = held_bytes(*t.info, stage.repack);
     const long double share = whole == 0 ? 0.0L : static_cast<long double>(held) / whole;
     file = sat_add(file, static_cast<uint64_t>(share * t.info->nbytes));
-    if (stage.mtp && stage.shard.split() && t.decl.name == gguf::names::tensor::kOutput) {
-      // The MTP block's drafts need every vocabulary row: the file's whole head beside the slice.
-      weights = sat_add(weights, t.info->nbytes);
-      file = sat_add(file, t.info->nbytes);
-    }
   }
+  weights = sat_add(weights, mtp_head_bytes(model, stage));
+  file = sat_add(file, mtp_head_bytes(model, stage));
   StageBytes b = stage_bytes(model.hparams(), model.architecture(), stage, weights);
   b.repacked = weights > file ? weights - file : 0;
   return b;

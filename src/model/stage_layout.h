@@ -30,6 +30,7 @@ struct StageConfig {
   DType type_k = DType::F16;  // KV cache types (memory::kv_type_supported)
   DType type_v = DType::F16;
   Shard shard;                // -sm tensor: this node's slice of every layer (count 1: all of it)
+  bool repack = false;        // the node's kernels repack matrices at load (the planner, from its features)
 };
 
 struct StageBytes {
@@ -49,11 +50,16 @@ struct StageBytes {
 std::vector<std::string> tensors_needed(const Model& model, const std::vector<uint8_t>& owned, bool input, bool output,
                                         bool mtp = false);
 
-// Whether a node repacks this tensor at load for the prompt kernels (tensor/repack.h): every matrix
-// this machine has a 16-row form for (embedding lookups unpack their rows from it).
-bool repacks_tensor(const gguf::TensorInfo& t);
+// Whether a node whose kernels repack (`repack`: StageConfig::repack) repacks this tensor at load for
+// the prompt kernels (tensor/repack.h): every matrix with a 16-row form (embedding lookups unpack
+// their rows from it). The node's own CPU decides `repack`, never the machine computing this.
+bool repacks_tensor(const gguf::TensorInfo& t, bool repack);
 // Bytes a node holds for the tensor: its repacked size when it repacks it, else its file size.
-uint64_t held_bytes(const gguf::TensorInfo& t);
+uint64_t held_bytes(const gguf::TensorInfo& t, bool repack);
+
+// A tensor-split member that drafts with the MTP block needs every vocabulary row of an untied head:
+// the file's whole head beside its slice (0 otherwise).
+uint64_t mtp_head_bytes(const Model& model, const StageConfig& stage);
 
 // The KV cache of the stage's attention layers.
 memory::KvConfig kv_config(const HParams& hp, const Architecture& arch, const StageConfig& stage);

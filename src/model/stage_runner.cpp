@@ -38,6 +38,10 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
   if (config.n_batch < 1 || config.n_batch > (1 << 16)) return make_error("stage: batch size {} out of range", config.n_batch);
   if (config.n_threads < 1 || config.n_threads > 1024) return make_error("stage: {} threads out of range", config.n_threads);
   if (config.mtp && !config.output) return make_error("stage: drafting with the MTP block needs the output head");
+  if (config.repack && !tensor::this_cpu_repacks()) {  // the plan counted repacked sizes for this node
+    return make_error("stage: the plan repacks this node's matrices, but its kernels do not (no AVX2 within "
+                      "STRATA_MAX_ISA, or STRATA_NO_REPACK set); its CPU features must reach the planner");
+  }
   auto r = std::unique_ptr<StageRunner>(new StageRunner());
   r->model_ = std::move(model);
   r->config_ = config;
@@ -47,9 +51,8 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
   r->layer_hp_ = shard_hparams(hp, config.shard);
   r->mtp_global_ = r->weights_.global;  // the file's views, unsliced
   slice_weights(r->weights_, *r->model_, config.shard, config.owned, config.input, r->sliced_);
-  r->weight_bytes_ = stage_bytes(*r->model_, config).weights;
   r->pool_ = std::make_unique<tensor::ThreadPool>(config.n_threads);
-  r->repack_weights();
+  r->weight_bytes_ = sat_add(r->repack_weights(), mtp_head_bytes(*r->model_, config));
   const memory::KvConfig kv = kv_config(hp, r->model_->architecture(), config);
   STRATA_ASSIGN(r->kv_, memory::KvCache::create(kv));
   if (hp.has_recurrent_layers()) {
@@ -91,17 +94,20 @@ double process_cpu_seconds() {
 // 0.15-0.43 s in them against 0.57-0.83 in 4 KiB pages, but 2.3-3.1 s the first time on a VM (no
 // compaction counted: likely the hypervisor backing fresh memory); decode reads them faster
 // (bench/README.md). MADV_POPULATE_WRITE / MADV_POPULATE_READ / MADV_WILLNEED gained nothing.
-void StageRunner::repack_weights() {
+uint64_t StageRunner::repack_weights() {
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = process_cpu_seconds();
   const std::unordered_set<std::string_view> listed(config_.tensors.begin(), config_.tensors.end());
-  uint64_t from = 0, to = 0;
+  uint64_t from = 0, to = 0, held = 0;  // held: what this node keeps, as it turned out
   const MatrixView* largest = nullptr;
   std::string largest_name;
   for (const Model::Tensor& t : model_->tensors()) {
-    if (!listed.count(t.decl.name) || !repacks_tensor(*t.info)) continue;
+    if (!listed.count(t.decl.name)) continue;
     MatrixView* view = matrix_slot(weights_, t.decl);
-    if (!view || !tensor::repackable(*view)) continue;
+    if (!repacks_tensor(*t.info, config_.repack) || !view || !tensor::repackable(*view)) {
+      held += shard_tensor_bytes(model_->hparams(), t.decl, *t.info, config_.shard, config_.input, false);
+      continue;
+    }
     const size_t n = static_cast<size_t>(view->rows) * tensor::repacked_row_bytes(view->type, view->cols);
     AlignedBuffer buf = aligned_buffer(n);
     const int64_t groups = view->rows / tensor::kRepackRows;
@@ -114,8 +120,9 @@ void StageRunner::repack_weights() {
     repacked_.push_back(std::move(buf));
     from += t.info->nbytes;
     to += n;
+    held += n;
   }
-  if (repacked_.empty()) return;
+  if (repacked_.empty()) return held;
   if (!model_->has_output_weight()) {  // the tied head reads the repacked token_embd (its shard's rows)
     const Range v = output_rows(config_.shard, model_->hparams().n_vocab);
     weights_.global.output = head_rows_only(config_.shard, config_.input) ? weights_.global.token_embd
@@ -127,6 +134,7 @@ void StageRunner::repack_weights() {
                "{:.1f} MiB of the process in 2 MiB pages)",
                repacked_.size(), from / 1048576.0, to / 1048576.0, s, pool_->size(), process_cpu_seconds() - cpu_start,
                huge_page_bytes() / 1048576.0);
+  return held;
 }
 
 // Once per process, on the first matrix large enough to stream from memory (tensor/repack.h).

@@ -89,8 +89,8 @@ class StageRunner {
   Status add_stash(int32_t id, Stash stash);
   StageRunner() = default;
   // Repacks the stage's matrices for the prompt kernels (repacks_tensor) and releases the mapped
-  // pages they replace.
-  void repack_weights();
+  // pages they replace. Returns the bytes of the listed tensors' views as they are then held.
+  uint64_t repack_weights();
   void choose_decode_prefetch(const MatrixView& w, const std::string& name);
 
   std::shared_ptr<const Model> model_;

@@ -111,6 +111,7 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
   }
   c.output = spec.output();
   c.mtp = spec.mtp();  // StageRunner::create refuses it without the output head
+  c.repack = spec.repack();  // the planner's choice from this worker's Hello; StageRunner::create checks it
   if (spec.n_seq() < 1 || spec.n_seq() > 256) return make_error("n_seq {} out of range 1..256", spec.n_seq());
   if (spec.n_ctx_per_seq() < 1 || spec.n_ctx_per_seq() > (1 << 24)) {
     return make_error("n_ctx_per_seq {} out of range", spec.n_ctx_per_seq());
@@ -144,11 +145,11 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
   for (const auto& [name, info] : p.stage_tensors) {
     auto d = decls.find(name);
     if (d == decls.end()) {
-      weight_bytes = sat_add(weight_bytes, model::held_bytes(info));
+      weight_bytes = sat_add(weight_bytes, model::held_bytes(info, c.repack));
       continue;
     }
     model::SliceBytes slice = model::shard_slice_bytes(hp, d->second, info, c.shard, c.input);
-    weight_bytes = sat_add(weight_bytes, model::held_slice_bytes(info, slice));
+    weight_bytes = sat_add(weight_bytes, model::held_slice_bytes(info, slice, c.repack));
     if (!slice.whole) p.slices.emplace(name, std::move(slice));
   }
   p.bytes = model::stage_bytes(hp, *arch, c, weight_bytes);
@@ -214,6 +215,7 @@ v1::StageSpec to_stage_spec(const model::Model& model, const model::StageConfig&
   }
   spec.set_output(stage.output);
   spec.set_mtp(stage.mtp);
+  spec.set_repack(stage.repack);
   spec.set_n_seq(stage.n_seq);
   spec.set_n_ctx_per_seq(stage.n_ctx_per_seq);
   spec.set_n_batch(stage.n_batch);

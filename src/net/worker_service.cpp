@@ -17,6 +17,7 @@
 #include "net/forward_stream.h"
 #include "net/model_identity.h"
 #include "net/stage_spec.h"
+#include "tensor/repack.h"
 
 namespace strata::net {
 namespace {
@@ -126,7 +127,7 @@ Status WorkerService::Hello(grpc::ServerContext* ctx, grpc::ServerReader<v1::Hel
   const MemoryFacts mem = read_memory_facts();
   reply->set_protocol(kProtocolVersion);
   reply->set_version("strata 0.1");
-  for (const auto& f : cpu_features()) reply->add_cpu_features(f);
+  for (const auto& f : tensor::kernel_features()) reply->add_cpu_features(f);
   reply->set_threads(options_.threads > 0 ? options_.threads : hardware_threads());
   reply->set_memory_limit(mem.limit);
   reply->set_memory_available(mem.available);

@@ -88,6 +88,7 @@ std::vector<model::StageConfig> node_stages(const model::Model& model, const std
     s.cache_ram_bytes = request.cache_ram_bytes;
     s.type_k = request.type_k;  // every node caches in the requested types
     s.type_v = request.type_v;
+    s.repack = nodes[n].repacks();  // its own kernels', from its features
   }
   return stages;
 }

@@ -1,6 +1,9 @@
 // Nodes as the planner sees them, and what a plan says about one node.
+#include <algorithm>
+
 #include "base/system.h"
 #include "plan/plan.h"
+#include "tensor/repack.h"
 
 namespace strata::plan {
 
@@ -15,18 +18,25 @@ const std::vector<std::string>& Plan::tensors_on(int32_t node) const {
   return node >= 0 && node < static_cast<int32_t>(node_stages.size()) ? node_stages[node].tensors : none;
 }
 
+bool Node::repacks() const {
+  return std::find(cpu_features.begin(), cpu_features.end(), tensor::kRepackFeature) != cpu_features.end();
+}
+
 Node local_node(int32_t threads) {
   const MemoryFacts mem = read_memory_facts();
   Node n;
   n.name = "local";
   n.threads = threads;
+  n.cpu_features = tensor::kernel_features();
   n.memory_usable = mem.available;
   n.memory_limit = mem.limit;
   return n;
 }
 
-Node worker_node(std::string endpoint, uint64_t memory_usable, int32_t threads, uint64_t memory_limit) {
+Node worker_node(std::string endpoint, uint64_t memory_usable, int32_t threads, uint64_t memory_limit,
+                 std::vector<std::string> cpu_features) {
   Node n;
+  n.cpu_features = std::move(cpu_features);
   n.name = endpoint;
   n.endpoint = std::move(endpoint);
   n.memory_usable = memory_usable;

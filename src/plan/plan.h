@@ -38,6 +38,10 @@ struct Node {
   uint64_t memory_usable = kUnlimited;  // what the plan may fill: memory available under the node's limit
   uint64_t memory_limit = kUnlimited;   // the limit itself (cgroup or physical memory), for display
   int32_t threads = 1;
+  // What the node's kernels use (tensor::kernel_features: ISA features within its STRATA_MAX_ISA, and
+  // "repack" when they repack matrices): every size that depends on the CPU is computed from these.
+  std::vector<std::string> cpu_features;
+  bool repacks() const;
 };
 
 // Weights, KV cache, recurrent state and scratch of one node, sized by model::stage_bytes (the
@@ -166,7 +170,9 @@ Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes
 // This machine as a node: usable memory and limit from cgroup limits and /proc/meminfo (nodes.cpp).
 Node local_node(int32_t threads);
 // A worker as a node (name = endpoint), from the memory it reports.
-Node worker_node(std::string endpoint, uint64_t memory_usable, int32_t threads, uint64_t memory_limit = kUnlimited);
+// A worker as its Hello describes it; without cpu_features it is planned as not repacking.
+Node worker_node(std::string endpoint, uint64_t memory_usable, int32_t threads, uint64_t memory_limit = kUnlimited,
+                 std::vector<std::string> cpu_features = {});
 
 // A decision as the sentence logs, `strata plan` and /v1/cluster show (the only place that words it).
 std::string describe(const std::vector<Node>& nodes, int32_t n_layer, const Decision& d);

@@ -121,6 +121,7 @@ std::vector<model::StageConfig> tensor_stages(const model::Model& model, const s
     s.cache_ram_bytes = request.cache_ram_bytes;
     s.type_k = request.type_k;
     s.type_v = request.type_v;
+    s.repack = nodes[n].repacks();
   }
   return stages;
 }
@@ -236,12 +237,12 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
     uint64_t read = 0;
     for (const model::Model::Tensor& t : model.tensors()) {
       if (!held.count(t.decl.name) || t.decl.name == embd) continue;
-      uint64_t bytes = model::shard_tensor_bytes(hp, t.decl, *t.info, st.shard, st.input);
+      uint64_t bytes = model::shard_tensor_bytes(hp, t.decl, *t.info, st.shard, st.input, st.repack);
       if (t.decl.n_experts > hp.n_expert_used) bytes = bytes / uint64_t(t.decl.n_experts) * uint64_t(hp.n_expert_used);
       read = sat_add(read, bytes);
     }
     if (st.shard.split() && !model.has_output_weight()) {
-      read = sat_add(read, model::shard_tensor_bytes(model, embd, {}) / uint64_t(hp.n_vocab) * uint64_t(st.shard.vocab.size()));
+      read = sat_add(read, model::shard_tensor_bytes(model, embd, {}, st.repack) / uint64_t(hp.n_vocab) * uint64_t(st.shard.vocab.size()));
     }
     p.read_per_token.push_back(st.shard.split() ? read : 0);
   }

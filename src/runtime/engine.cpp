@@ -7,6 +7,8 @@
 #include <random>
 #include <sstream>
 
+#include <fmt/ranges.h>
+
 #include "base/system.h"
 #include "net/data_mesh.h"
 #include "net/grpc_executor.h"
@@ -52,9 +54,11 @@ plan::Request plan_request(const EngineOptions& options, const model::HParams& h
 Result<plan::Node> worker_node(exec::StageExecutor& worker, const ClusterOptions& cluster) {
   STRATA_ASSIGN(exec::NodeFacts facts, worker.hello());
   plan::Node n = plan::worker_node(worker.name(), facts.memory_available,
-                                   cluster.worker_threads > 0 ? cluster.worker_threads : facts.threads, facts.memory_limit);
-  spdlog::info("worker {}: {} threads, {} MiB usable of {} MiB{}", n.endpoint, n.threads, n.memory_usable >> 20,
-               n.memory_limit >> 20, facts.cgroup_limited ? " (cgroup limit)" : "");
+                                   cluster.worker_threads > 0 ? cluster.worker_threads : facts.threads, facts.memory_limit,
+                                   facts.cpu_features);
+  spdlog::info("worker {}: {} threads, {} MiB usable of {} MiB{}; kernels: {}", n.endpoint, n.threads,
+               n.memory_usable >> 20, n.memory_limit >> 20, facts.cgroup_limited ? " (cgroup limit)" : "",
+               n.cpu_features.empty() ? "scalar" : fmt::format("{}", fmt::join(n.cpu_features, " ")));
   return n;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/system.h"
 #include "tensor/quants.h"
 #include "tensor/repack_blocks.h"
 #include "tensor/repack_rows.h"
@@ -158,11 +159,29 @@ size_t repacked_row_bytes(DType type, int64_t cols) {
   }
 }
 
-bool repacks(DType type, int64_t rows, int64_t cols) {
-  static const bool disabled = std::getenv("STRATA_NO_REPACK") != nullptr;
+bool repack_shape(DType type, int64_t rows, int64_t cols) {
   const int64_t block = type == DType::Q8_0 || type == DType::Q4_0 ? detail::kQK : detail::kQKK;
-  return !disabled && repacked_row_bytes(type, cols) > 0 && rows > 0 && rows % kRepackRows == 0 && cols > 0 &&
-         cols % block == 0 && detail::gemm16_fn(type) != nullptr;
+  return repacked_row_bytes(type, cols) > 0 && rows > 0 && rows % kRepackRows == 0 && cols > 0 && cols % block == 0;
+}
+
+bool this_cpu_repacks() {
+  static const bool disabled = std::getenv("STRATA_NO_REPACK") != nullptr;
+  return !disabled && detail::gemm16_fn(DType::Q4_K) != nullptr;  // every repacked type has a kernel on an ISA
+}
+
+bool repacks(DType type, int64_t rows, int64_t cols) { return repack_shape(type, rows, cols) && this_cpu_repacks(); }
+
+std::vector<std::string> kernel_features() {
+  const Isa isa = best_isa();
+  std::vector<std::string> out;
+  for (std::string& f : cpu_features()) {
+    const bool wide = f.rfind("avx512", 0) == 0;
+    const bool simd = f == "avx2" || f == "fma" || f == "f16c";
+    if ((wide && isa < Isa::Avx512) || (simd && isa < Isa::Avx2)) continue;  // capped by STRATA_MAX_ISA
+    out.push_back(std::move(f));
+  }
+  if (this_cpu_repacks()) out.emplace_back(kRepackFeature);
+  return out;
 }
 
 bool repackable(const MatrixView& w) {

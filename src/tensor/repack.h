@@ -10,6 +10,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "base/dtype.h"
 #include "tensor/matmul.h"
@@ -23,8 +26,18 @@ bool repackable(const MatrixView& w);
 // Bytes per row of the repacked form (a group of 16 rows takes 16 times this); 0 if the type has none.
 // K-quants grow by 2.2-2.8% (scales unpacked to bytes); Q4_0 and Q8_0 keep their size.
 size_t repacked_row_bytes(DType type, int64_t cols);
-// Whether the machine would repack a matrix of this type and shape (for memory planning).
+// Whether a matrix of this type and shape repacks where the kernels repack at all: the same rule on
+// every CPU (whole 16-row groups, whole blocks, a type with a repacked form). For memory planning.
+bool repack_shape(DType type, int64_t rows, int64_t cols);
+// Whether this process repacks: a 16-row kernel for its ISA (AVX2, or AVX-512 VNNI) within
+// STRATA_MAX_ISA, and STRATA_NO_REPACK unset. Nodes report it (kernel_features) to the planner.
+bool this_cpu_repacks();
+// Both: this process would repack such a matrix.
 bool repacks(DType type, int64_t rows, int64_t cols);
+// The CPU features this process's kernels use (base::cpu_features within STRATA_MAX_ISA), and
+// "repack" when this_cpu_repacks(): what a node tells the planner about its kernels.
+std::vector<std::string> kernel_features();
+inline constexpr std::string_view kRepackFeature = "repack";
 
 // Writes w (row-major GGUF blocks, repackable) into dst (w.rows * repacked_row_bytes bytes) and
 // returns the view of dst. Groups [g0, g1) only, so callers can split the work over threads.

@@ -319,7 +319,7 @@ void expect_two_nodes_draft_as_one(plan::SplitMode mode, int32_t drafter) {
       ASSERT_TRUE(with.ok() && without.ok());
       uint64_t extra = 0;
       for (const auto& t : (*two)->model().tensors()) {
-        if (t.decl.mtp) extra += model::shard_tensor_bytes((*two)->model(), t.decl.name, {});
+        if (t.decl.mtp) extra += model::shard_tensor_bytes((*two)->model(), t.decl.name, {}, p.node_stages[0].repack);
         if (t.decl.name == "output.weight") extra += t.info->nbytes;
       }
       EXPECT_GE(with->bytes[0].weights, without->bytes[0].weights + extra) << arch;

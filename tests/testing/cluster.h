@@ -16,7 +16,9 @@ class TestCluster {
  public:
   // Starts n workers (strata binary, random ports, a shared token, a fresh cache dir per worker).
   // The destructor stops them and records a test failure for each one that does not exit with 0.
-  explicit TestCluster(int n, int threads = 1, const std::string& name = "cluster");
+  // `worker_args` go to every worker's command line (e.g. "-v" for its info lines in its log).
+  explicit TestCluster(int n, int threads = 1, const std::string& name = "cluster",
+                       const std::vector<std::string>& worker_args = {});
   ~TestCluster();
 
   bool ok() const { return error_.empty(); }
