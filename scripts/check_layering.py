@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Checks the module layering: every #include "module/..." in src/<m>/ names a module at or below <m>
-(the order of CMakeLists.txt), and nothing under src/runtime/ reaches generated protobuf, gRPC or the
-gRPC client (net/remote_node.h), directly or through the headers it includes."""
+(the order of CMakeLists.txt); nothing under src/runtime/ reaches generated protobuf, gRPC or the
+gRPC client (net/remote_node.h), directly or through the headers it includes, and none of its code
+names the transport (an include of net/ or a net:: name outside comments): it gets its transport
+through exec::Transport."""
 import pathlib
 import re
 import sys
@@ -40,6 +42,10 @@ for path in sorted(src.rglob("*.[ch]*")):
         if target in rank and rank[target] > rank[module]:
             errors.append(f"{path.relative_to(root)}: includes {inc} ({target} is above {module})")
     if module == "runtime":
+        code = re.sub(r"//[^\n]*", "", path.read_text())
+        for n, line in enumerate(code.splitlines(), 1):
+            if re.search(r'#\s*include\s*"net/', line) or re.search(r"\bnet::", line):
+                errors.append(f"{path.relative_to(root)}:{n}: names the transport ({line.strip()}); use exec::Transport")
         for inc in transitive(path, set()):
             if any(inc.startswith(f) or inc.endswith(f) for f in forbidden_in_runtime):
                 errors.append(f"{path.relative_to(root)}: reaches {inc} (the runtime must not see the transport)")

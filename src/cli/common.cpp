@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include "memory/kv_cache.h"
+#include "net/grpc_executor.h"
 #include "net/model_identity.h"
 
 namespace strata::cli {
@@ -92,16 +93,17 @@ Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::Loca
                                             : runtime::Failover::kReplan;
   cluster.recover_timeout_ms = c.recover_timeout_s * 1000;
   cluster.worker_threads = c.worker_threads;
-  cluster.security = {c.token, c.tls_ca, c.tls_cert, c.tls_key};
+  net::LinkSecurity security = {c.token, c.tls_ca, c.tls_cert, c.tls_key};
   if (!c.token_file.empty()) {
-    STRATA_ASSIGN(cluster.security.token, net::read_token_file(c.token_file));
+    STRATA_ASSIGN(security.token, net::read_token_file(c.token_file));
   }
   if (c.local_workers > 0) {
     const int32_t threads = c.worker_threads > 0 ? c.worker_threads : 1;
     STRATA_ASSIGN(workers, runtime::LocalWorkers::start(c.local_workers, threads, net::default_cache_dir()));
     for (const std::string& endpoint : workers.endpoints()) cluster.workers.push_back(endpoint);
-    if (cluster.security.token.empty()) cluster.security.token = workers.token();
+    if (security.token.empty()) security.token = workers.token();
   }
+  cluster.transport = net::grpc_transport(security, cluster.timeout_ms);
   return o;
 }
 

@@ -7,6 +7,7 @@
 
 #include "base/checked.h"
 #include "net/candidates.h"
+#include "net/data_mesh.h"
 #include "net/model_identity.h"
 #include "net/remote_node.h"
 #include "model/shard.h"
@@ -209,6 +210,21 @@ exec::Connector grpc_connector(const LinkSecurity& security, int32_t timeout_ms)
     STRATA_ASSIGN(std::unique_ptr<RemoteNode> link, RemoteNode::connect(endpoint, security, timeout_ms));
     return std::unique_ptr<exec::StageExecutor>(new GrpcExecutor(std::move(link), identity));
   };
+}
+
+exec::Transport grpc_transport(const LinkSecurity& security, int32_t timeout_ms) {
+  exec::Transport t;
+  t.connect = grpc_connector(security, timeout_ms);
+  t.join_links = [token = security.token](const std::vector<exec::LinkMember>& members, const std::string& secret,
+                                          const std::string& session,
+                                          int32_t timeout) -> Result<std::unique_ptr<model::Collective>> {
+    std::vector<MeshMember> mesh;
+    for (const exec::LinkMember& m : members) mesh.push_back({m.name, m.endpoint});
+    STRATA_ASSIGN(std::unique_ptr<DataMesh> joined, DataMesh::join(0, mesh, nullptr, link_key(token, secret), session, timeout));
+    return std::unique_ptr<model::Collective>(std::move(joined));
+  };
+  t.new_secret = random_secret;
+  return t;
 }
 
 }  // namespace strata::net

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "exec/stage_executor.h"
+#include "exec/transport.h"
 #include "net/link_security.h"
 
 namespace strata::net {
@@ -13,5 +14,7 @@ namespace strata::net {
 // Opens workers at host:port (lazily: the first call dials); every call has `timeout_ms`. The workers
 // one connector opens share the model's hash and metadata image, computed once.
 exec::Connector grpc_connector(const LinkSecurity& security, int32_t timeout_ms);
+// Workers over gRPC, tensor-group links as DataMesh (TCP, keyed by the token and the load's secret).
+exec::Transport grpc_transport(const LinkSecurity& security, int32_t timeout_ms);
 
 }  // namespace strata::net

@@ -10,8 +10,6 @@
 #include <fmt/ranges.h>
 
 #include "base/system.h"
-#include "net/data_mesh.h"
-#include "net/grpc_executor.h"
 #include "runtime/tensor_group.h"
 
 namespace strata::runtime {
@@ -63,7 +61,10 @@ Result<plan::Node> worker_node(exec::StageExecutor& worker, const ClusterOptions
 }
 
 exec::Connector connector(const ClusterOptions& cluster) {
-  return cluster.connect ? cluster.connect : net::grpc_connector(cluster.security, cluster.timeout_ms);
+  if (cluster.transport.connect) return cluster.transport.connect;
+  return [](const std::string& endpoint) -> Result<std::unique_ptr<exec::StageExecutor>> {
+    return make_error("worker {}: the engine was given no transport to reach workers", endpoint);
+  };
 }
 
 Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
@@ -122,7 +123,10 @@ Status Engine::place(const std::vector<plan::Node>& nodes) {
   }
   session_ = random_session_id();
   const bool tensor = plan_.split_mode == plan::SplitMode::kTensor;
-  mesh_secret_ = tensor ? net::random_secret() : "";
+  if (tensor && (!options_.cluster.transport.join_links || !options_.cluster.transport.new_secret)) {
+    return make_error("-sm tensor: the engine was given no transport for the group's data links");
+  }
+  mesh_secret_ = tensor ? options_.cluster.transport.new_secret() : "";
   stage_loads_.clear();
   for (int32_t n = 0; n < static_cast<int32_t>(nodes_.size()); ++n) {
     stage_loads_.push_back(exec::stage_load(plan_, n, model_, options_.model_path, session_));
@@ -212,7 +216,7 @@ void Engine::heartbeat() {
 }
 
 Status Engine::join_group() {
-  return group_->join(options_.cluster.security.token, mesh_secret_, session_, options_.cluster.timeout_ms);
+  return group_->join(options_.cluster.transport.join_links, mesh_secret_, session_, options_.cluster.timeout_ms);
 }
 
 Engine::~Engine() {

@@ -12,7 +12,7 @@
 
 #include "exec/local_executor.h"
 #include "exec/stage_executor.h"
-#include "net/link_security.h"
+#include "exec/transport.h"
 #include "plan/plan.h"
 #include "text/vocab.h"
 
@@ -31,12 +31,11 @@ struct ClusterOptions {
   int32_t n_gpu_layers = -1;              // -ngl
   std::vector<plan::TensorOverride> overrides;  // -ot
   bool strict_placement = false;
-  net::LinkSecurity security;
   int32_t timeout_ms = 30000;             // deadline of every call to a worker
   int32_t worker_threads = 0;             // threads each worker uses (0: its own -t)
   Failover failover = Failover::kReplan;  // --failover
   int32_t recover_timeout_ms = 60000;     // --recover-timeout: how long requests in flight wait for it
-  exec::Connector connect;                // opens a worker's executor; empty: gRPC (net::grpc_connector)
+  exec::Transport transport;              // how workers are reached (net::grpc_transport); needed with workers
 };
 
 struct EngineOptions {
@@ -57,7 +56,7 @@ struct EngineOptions {
 plan::Request plan_request(const EngineOptions& options, const model::HParams& hp);
 // A worker as a planner node, from the facts it reports.
 Result<plan::Node> worker_node(exec::StageExecutor& worker, const ClusterOptions& cluster);
-// The connector the options ask for (gRPC unless cluster.connect is set).
+// The options' connector; without a transport, one that refuses every endpoint, saying so.
 exec::Connector connector(const ClusterOptions& cluster);
 
 // Per-node load outcome, for logs and tests.

@@ -20,11 +20,11 @@ TensorGroup::~TensorGroup() {
   if (local_.loaded()) local_.runner().set_collective(nullptr);
 }
 
-Status TensorGroup::join(const std::string& token, const std::string& secret, const std::string& session,
+Status TensorGroup::join(const exec::LinkJoiner& join_links, const std::string& secret, const std::string& session,
                          int32_t timeout_ms) {
   const std::vector<int32_t>& group = plan_.tensor_group;
   std::vector<std::string> endpoints;
-  std::vector<net::MeshMember> members;
+  std::vector<exec::LinkMember> members;
   for (int32_t node : group) {
     std::string endpoint;
     if (node != 0) {
@@ -48,7 +48,7 @@ Status TensorGroup::join(const std::string& token, const std::string& secret, co
     if (group[i] != 0) joins.emplace_back([&, i] { results[i] = nodes_[group[i]]->join_mesh(endpoints, steps_over_link_); });
   }
   if (group.front() == 0) {
-    auto mesh = net::DataMesh::join(0, members, nullptr, net::link_key(token, secret), session, timeout_ms);
+    auto mesh = join_links(members, secret, session, timeout_ms);
     if (mesh.ok()) mesh_ = std::move(*mesh);
     else results[0] = mesh.error();
   }

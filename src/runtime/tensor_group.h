@@ -10,7 +10,7 @@
 
 #include "exec/local_executor.h"
 #include "exec/stage_executor.h"
-#include "net/data_mesh.h"
+#include "exec/transport.h"
 #include "plan/plan.h"
 
 namespace strata::runtime {
@@ -23,8 +23,10 @@ class TensorGroup {
       : plan_(plan), nodes_(nodes), local_(local) {}
   ~TensorGroup();
 
-  // Opens (or reopens, after a failure) every link of the group; each end proves link_key(token, secret).
-  Status join(const std::string& token, const std::string& secret, const std::string& session, int32_t timeout_ms);
+  // Opens (or reopens, after a failure) every link of the group through `join_links`; each end
+  // proves the load's secret.
+  Status join(const exec::LinkJoiner& join_links, const std::string& secret, const std::string& session,
+              int32_t timeout_ms);
   // One batch on every member; `hidden` holds its embeddings. Logits as Engine::decode returns them.
   Result<std::vector<float>> run(const model::Batch& batch, const std::vector<float>& hidden, int32_t top_k);
 
@@ -34,7 +36,7 @@ class TensorGroup {
   const plan::Plan& plan_;
   const std::vector<std::unique_ptr<exec::StageExecutor>>& nodes_;
   exec::LocalExecutor& local_;
-  std::unique_ptr<net::DataMesh> mesh_;  // this machine's links, when it is a member
+  std::unique_ptr<model::Collective> mesh_;  // this machine's links, when it is a member
   std::vector<std::vector<float>> inputs_;
   bool steps_over_link_ = false;  // this machine is member 0 and hands the others their batches on the links
 };

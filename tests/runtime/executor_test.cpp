@@ -63,7 +63,7 @@ TEST(Executors, a_new_transport_plugs_in_through_the_connector_and_matches_one_n
   runtime::EngineOptions o = one;
   o.cluster.workers = {"mem:1", "mem:2"};
   o.cluster.tensor_split = {1, 2, 1};
-  o.cluster.connect = [&](const std::string& endpoint) -> Result<std::unique_ptr<exec::StageExecutor>> {
+  o.cluster.transport.connect = [&](const std::string& endpoint) -> Result<std::unique_ptr<exec::StageExecutor>> {
     auto w = std::make_unique<InProcessWorker>(endpoint, &loads);
     workers.push_back(w.get());
     return std::unique_ptr<exec::StageExecutor>(std::move(w));

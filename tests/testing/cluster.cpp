@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "net/grpc_executor.h"
 #include "net/model_identity.h"
 #include "net/stage_spec.h"
 #include "runtime/generate.h"
@@ -94,7 +95,7 @@ runtime::EngineOptions single_node_options(const std::string& model, int32_t n_c
 runtime::EngineOptions cluster_options(const std::string& model, const TestCluster& cluster, int32_t n_ctx) {
   runtime::EngineOptions o = single_node_options(model, n_ctx);
   o.cluster.workers = cluster.endpoints();
-  o.cluster.security.token = cluster.token();
+  o.cluster.transport = net::grpc_transport({cluster.token(), "", "", ""}, o.cluster.timeout_ms);
   o.cluster.timeout_ms = 20000;
   return o;
 }
