@@ -80,7 +80,7 @@ Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::Loca
     STRATA_ASSIGN(cluster.tensor_split, plan::parse_tensor_split(c.tensor_split));
   }
   cluster.n_gpu_layers = c.n_gpu_layers;
-  STRATA_ASSIGN(cluster.expert_split, model::parse_expert_split(c.expert_split));
+  STRATA_ASSIGN(cluster.expert_split, plan::parse_expert_split(c.expert_split));
   STRATA_ASSIGN(cluster.split_mode, plan::parse_split_mode(f.llama.split_mode));
   for (const std::string& text : c.overrides) {
     STRATA_ASSIGN(std::vector<plan::TensorOverride> rules, plan::parse_overrides(text));

@@ -1,5 +1,6 @@
-// Shards: the steps each dimension is cut in, the split over a group's shares, the slice's
-// hyperparameters and the checks. How each tensor is cut is in shard_slice.cpp.
+// Shards: the steps each dimension is cut in, the slice's hyperparameters and the checks. How each
+// tensor is cut is in shard_slice.cpp; which member gets which slice is the planner's
+// (plan/shards.h).
 #include "model/shard.h"
 
 #include <sys/mman.h>
@@ -16,36 +17,6 @@
 
 namespace strata::model {
 namespace {
-
-// n steps over the weights: floor of each share, then the largest remainders get one more.
-std::vector<int32_t> apportion(int32_t n, const std::vector<double>& weights) {
-  double total = 0;
-  for (double w : weights) total += w;
-  std::vector<int32_t> count(weights.size());
-  std::vector<std::pair<double, size_t>> rest;
-  int32_t given = 0;
-  for (size_t i = 0; i < weights.size(); ++i) {
-    const double share = n * weights[i] / total;
-    count[i] = static_cast<int32_t>(share);
-    given += count[i];
-    rest.emplace_back(share - count[i], i);
-  }
-  std::stable_sort(rest.begin(), rest.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (size_t k = 0; given < n; ++k, ++given) ++count[rest[k % rest.size()].second];
-  return count;
-}
-
-std::vector<Range> ranges(int32_t total, int32_t unit, const std::vector<double>& weights) {
-  if (total <= 0) return std::vector<Range>(weights.size());
-  const int32_t steps = (total + unit - 1) / unit;
-  std::vector<Range> out;
-  int32_t at = 0;
-  for (int32_t c : apportion(steps, weights)) {
-    out.push_back({std::min(total, at * unit), std::min(total, (at + c) * unit)});
-    at += c;
-  }
-  return out;
-}
 
 // The smallest number of heads whose `width` columns each hold whole blocks of `block` elements.
 int32_t heads_for_blocks(int64_t width, int64_t block) {
@@ -125,52 +96,6 @@ Result<ShardUnits> shard_units(const Model& model) {
   u.ff_expert = static_cast<int32_t>(expert);
   u.ff_shared = static_cast<int32_t>(shared);
   return u;
-}
-
-Result<ExpertSplit> parse_expert_split(std::string_view text) {
-  if (text == "rows") return ExpertSplit::kRows;
-  if (text == "whole") return ExpertSplit::kWhole;
-  return make_error("--expert-split '{}': expected rows (each expert cut by rows) or whole (experts handed out whole)", text);
-}
-
-std::string_view expert_split_name(ExpertSplit split) { return split == ExpertSplit::kWhole ? "whole" : "rows"; }
-
-Result<std::vector<Shard>> split_shards(const Model& model, const std::vector<double>& weights, ExpertSplit split) {
-  if (weights.size() < 2 || weights.size() > 64) return make_error("tensor split: {} members (2..64)", weights.size());
-  for (double w : weights) {
-    if (!(w > 0) || !std::isfinite(w)) return make_error("tensor split: member weight {} is not positive", w);
-  }
-  STRATA_ASSIGN(const ShardUnits u, shard_units(model));
-  const HParams& hp = model.hparams();
-  if (hp.n_vocab / u.vocab < static_cast<int32_t>(weights.size())) {
-    return make_error("tensor split: {} vocabulary rows cannot go round {} members", hp.n_vocab, weights.size());
-  }
-  const auto kv = ranges(hp.n_head_kv, u.kv_heads, weights), ff = ranges(hp.n_ff, u.ff, weights),
-             vocab = ranges(hp.n_vocab, u.vocab, weights), ssm = ranges(hp.ssm_n_k_heads, u.ssm_k_heads, weights),
-             shared = ranges(hp.n_ff_shared_expert, u.ff_shared, weights);
-  const bool whole = split == ExpertSplit::kWhole && hp.n_expert > 0;
-  if (whole && hp.n_expert < static_cast<int32_t>(weights.size())) {
-    return make_error("tensor split: {} routed experts cannot go round {} members whole; use --expert-split rows",
-                      hp.n_expert, weights.size());
-  }
-  const auto expert = whole ? std::vector<Range>(weights.size(), Range{0, hp.n_ff_expert})
-                            : ranges(hp.n_ff_expert, u.ff_expert, weights);
-  const auto held = whole ? ranges(hp.n_expert, 1, weights) : std::vector<Range>(weights.size(), Range{0, hp.n_expert});
-  std::vector<Shard> shards;
-  for (size_t i = 0; i < weights.size(); ++i) {
-    Shard s;
-    s.index = static_cast<int32_t>(i);
-    s.count = static_cast<int32_t>(weights.size());
-    s.kv_heads = kv[i], s.ff = ff[i], s.vocab = vocab[i], s.ssm_k_heads = ssm[i];
-    s.ff_expert = expert[i], s.experts = held[i], s.ff_shared = shared[i];
-    shards.push_back(s);
-  }
-  // Every member computes some of the logits: a share too small for one step of rows is refused.
-  for (const Shard& s : shards) {
-    if (s.vocab.size() > 0) continue;
-    return make_error("tensor split: member {} gets no vocabulary rows; give it a larger -ts share", s.index);
-  }
-  return shards;
 }
 
 HParams shard_hparams(const HParams& hp, const Shard& s) {

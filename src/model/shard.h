@@ -62,19 +62,6 @@ struct ShardUnits {
 // the tensor or the numbers.
 Result<ShardUnits> shard_units(const Model& model);
 
-// How routed experts are cut: rows of every expert (every member runs all of a token's experts, a
-// share of each) or whole experts (a member runs only the token's experts it holds, all of each).
-enum class ExpertSplit { kRows, kWhole };
-Result<ExpertSplit> parse_expert_split(std::string_view text);  // "rows" | "whole"
-std::string_view expert_split_name(ExpertSplit split);
-
-// Shards of `weights.size()` members (each weight > 0): each dimension's steps go to the members in
-// proportion to their weights (largest remainder, ties to the earlier member), in member order. A
-// member may get no KV heads or FFN rows when there are fewer steps than members; every member gets
-// vocabulary rows (and, with whole experts, at least one expert).
-Result<std::vector<Shard>> split_shards(const Model& model, const std::vector<double>& weights,
-                                        ExpertSplit experts = ExpertSplit::kRows);
-
 // Whether the shard holds a range of routed experts whole (else rows of every expert, or all of it).
 inline bool holds_whole_experts(const HParams& hp, const Shard& s) { return s.experts.size() < hp.n_expert; }
 

@@ -27,6 +27,7 @@
 #include "base/result.h"
 #include "model/model.h"
 #include "model/stage_layout.h"
+#include "plan/shards.h"
 
 namespace strata::plan {
 
@@ -90,7 +91,7 @@ struct Request {
   uint64_t cache_ram_bytes = 0;  // --cache-ram: each node's host memory for stashed sequences
   bool mtp = false;  // --spec-type draft-mtp: the output node also holds and runs the MTP block
   std::vector<double> tensor_split;       // -ts: ratios over the workers (or local + workers)
-  model::ExpertSplit expert_split = model::ExpertSplit::kRows;  // --expert-split: how -sm tensor cuts routed experts
+  ExpertSplit expert_split = ExpertSplit::kRows;  // --expert-split: how -sm tensor cuts routed experts
   int32_t n_gpu_layers = -1;              // -ngl: layers on the workers; -1 when not given
   std::vector<TensorOverride> overrides;  // -ot, in the order given
   bool strict_placement = false;          // an -ot pin that overrides -ts/-ngl is an error

@@ -150,8 +150,8 @@ double busiest_whole_expert_count(const std::vector<int32_t>& held, int32_t k) {
 
 // Why the routed experts are cut as they are, in numbers: the busiest member's expected share of a
 // token's experts with whole experts against the rows' even share.
-std::string expert_split_why(const model::HParams& hp, const std::vector<model::Shard>& shards, model::ExpertSplit split) {
-  const bool whole = split == model::ExpertSplit::kWhole;
+std::string expert_split_why(const model::HParams& hp, const std::vector<model::Shard>& shards, ExpertSplit split) {
+  const bool whole = split == ExpertSplit::kWhole;
   std::vector<int32_t> held;
   double busiest_rows = 0;
   for (const model::Shard& s : shards) {
@@ -217,7 +217,7 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
                       "give -ts {} values (this machine first)", g.flag_text, nodes.size());
   }
   STRATA_ASSIGN(const model::ShardUnits units, model::shard_units(model));
-  STRATA_ASSIGN(std::vector<model::Shard> shards, model::split_shards(model, g.weights, request.expert_split));
+  STRATA_ASSIGN(std::vector<model::Shard> shards, split_shards(model, g.weights, request.expert_split));
 
   Plan p;
   p.nodes = std::move(nodes);

@@ -27,7 +27,7 @@ struct ClusterOptions {
   plan::SplitMode split_mode = plan::SplitMode::kLayer;  // -sm
   std::vector<std::string> workers;       // --rpc endpoints, in order
   std::vector<double> tensor_split;       // -ts
-  model::ExpertSplit expert_split = model::ExpertSplit::kRows;  // --expert-split
+  plan::ExpertSplit expert_split = plan::ExpertSplit::kRows;  // --expert-split
   int32_t n_gpu_layers = -1;              // -ngl
   std::vector<plan::TensorOverride> overrides;  // -ot
   bool strict_placement = false;

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "plan/shards.h"
 #include "model/model.h"
 #include "model/shard.h"
 #include "model/stage_runner.h"
@@ -23,6 +24,10 @@
 
 namespace strata::model {
 namespace {
+
+using plan::ExpertSplit;
+using plan::expert_split_name;
+using plan::split_shards;
 
 StageConfig member_config(const Model& m, const Shard& s) {
   StageConfig c;

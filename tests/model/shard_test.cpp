@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "plan/shards.h"
 #include "model/model.h"
 #include "model/shard.h"
 #include "model/stage_runner.h"
@@ -18,6 +19,11 @@
 
 namespace strata::model {
 namespace {
+
+using plan::ExpertSplit;
+using plan::expert_split_name;
+using plan::parse_expert_split;
+using plan::split_shards;
 
 StageConfig whole_config(const Model& m, int32_t threads) {
   StageConfig c;

@@ -135,7 +135,7 @@ TEST(TensorPlanExperts, whole_experts_are_planned_when_asked_with_their_cost) {
   ASSERT_TRUE(m.ok()) << m.error().message;
   Request r = request({1, 1});
   r.split_mode = SplitMode::kTensor;
-  r.expert_split = model::ExpertSplit::kWhole;
+  r.expert_split = plan::ExpertSplit::kWhole;
   auto p = make_plan(**m, two_workers(), r);
   ASSERT_TRUE(p.ok()) << p.error().message;
   const model::HParams& hp = (*m)->hparams();
@@ -146,7 +146,7 @@ TEST(TensorPlanExperts, whole_experts_are_planned_when_asked_with_their_cost) {
       << p->slices[2];
   EXPECT_NE(p->decisions.front().why.find("handed out whole"), std::string::npos) << p->decisions.front().why;
   // Each member holds half the experts' bytes, and reads per token its expected share of them.
-  auto rows = make_plan(**m, two_workers(), [&] { Request q = r; q.expert_split = model::ExpertSplit::kRows; return q; }());
+  auto rows = make_plan(**m, two_workers(), [&] { Request q = r; q.expert_split = plan::ExpertSplit::kRows; return q; }());
   ASSERT_TRUE(rows.ok());
   EXPECT_EQ(p->read_per_token[1], rows->read_per_token[1]);
   EXPECT_EQ(p->bytes[1].weights, rows->bytes[1].weights);

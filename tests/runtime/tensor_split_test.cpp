@@ -76,13 +76,13 @@ TEST_F(TensorSplit, golden_models_over_two_and_three_members_match_one_node_and_
     const char* name;
     std::vector<double> ts;
     int workers;
-    model::ExpertSplit experts = model::ExpertSplit::kRows;
+    plan::ExpertSplit experts = plan::ExpertSplit::kRows;
   };
   const std::vector<Split> splits = {{"this machine and one worker", {1, 1}, 1},
                                      {"two workers, this machine only coordinates", {1, 1}, 2},
                                      {"three members, uneven", {2, 1, 1}, 2},
-                                     {"whole experts, this machine and one worker", {1, 1}, 1, model::ExpertSplit::kWhole},
-                                     {"whole experts, three members", {2, 1, 1}, 2, model::ExpertSplit::kWhole}};
+                                     {"whole experts, this machine and one worker", {1, 1}, 1, plan::ExpertSplit::kWhole},
+                                     {"whole experts, three members", {2, 1, 1}, 2, plan::ExpertSplit::kWhole}};
   for (const char* name : {"llama-dense-q8_0", "llama-dense-q4_k_m", "llama-dense-f16", "qwen3-dense-f32",
                            "stories260K", "llama-ropefreqs-f32", "qwen35moe-q4_k_m", "qwen35-dense-f32",
                            "qwen3moe-q4_k_m"}) {
@@ -90,7 +90,7 @@ TEST_F(TensorSplit, golden_models_over_two_and_three_members_match_one_node_and_
     if (!testing::load_golden(name, g)) continue;
     const std::vector<float> one = reference_logits(testing::single_node_options(g.model_path), g.prompt_tokens, 4);
     for (size_t s = 0; s < splits.size(); ++s) {
-      if (splits[s].experts == model::ExpertSplit::kWhole && std::string(name).find("moe") == std::string::npos) continue;
+      if (splits[s].experts == plan::ExpertSplit::kWhole && std::string(name).find("moe") == std::string::npos) continue;
       runtime::EngineOptions o = tensor_options(g.model_path, splits[s].ts, splits[s].workers);
       o.cluster.expert_split = splits[s].experts;
       const std::vector<float> got = reference_logits(o, g.prompt_tokens, 4);
