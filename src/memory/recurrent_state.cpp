@@ -58,6 +58,7 @@ Result<RecurrentState> RecurrentState::create(const RecurrentConfig& config) {
   }
   s.n_past_.assign(config.n_seq, 0);
   s.checkpoints_.resize(config.n_seq);
+  s.spare_.resize(config.n_seq);
   s.n_kept_layers_ = n;
   return s;
 }
@@ -71,6 +72,7 @@ Status RecurrentState::clear(int seq) {
   }
   n_past_[seq] = 0;
   checkpoints_[seq].clear();
+  spare_[seq].clear();
   return {};
 }
 
@@ -114,6 +116,10 @@ Status RecurrentState::save_checkpoint(int seq) {
     }
     try {
       Checkpoint fresh;
+      if (!spare_[seq].empty()) {
+        fresh = std::move(spare_[seq].back());
+        spare_[seq].pop_back();
+      }
       fresh.pos = n_past_[seq];
       fresh.conv.resize(static_cast<size_t>(n_kept_layers_) * conv_size());
       fresh.ssm.resize(static_cast<size_t>(n_kept_layers_) * ssm_size());
@@ -155,7 +161,9 @@ Status RecurrentState::restore_checkpoint(int seq, int32_t pos) {
 Status RecurrentState::drop_checkpoint(int seq, int32_t pos) {
   if (!valid_seq(seq)) return make_error("recurrent state: sequence {} out of range", seq);
   auto& list = checkpoints_[seq];
-  std::erase_if(list, [&](const Checkpoint& c) { return pos < 0 || c.pos == pos; });
+  const auto dropped = std::stable_partition(list.begin(), list.end(), [&](const Checkpoint& c) { return !(pos < 0 || c.pos == pos); });
+  for (auto it = dropped; it != list.end(); ++it) spare_[seq].push_back(std::move(*it));
+  list.erase(dropped, list.end());
   return {};
 }
 
@@ -191,6 +199,7 @@ Status RecurrentState::load_seq(int seq, const SeqState& saved) {
   if (!valid_seq(seq)) return make_error("recurrent state: sequence {} out of range", seq);
   STRATA_TRY(fits(saved));
   checkpoints_[seq] = saved.checkpoints;
+  spare_[seq].clear();  // the loaded ones may be all the plan counts
   copy_in(seq, saved.now);
   return {};
 }

@@ -109,6 +109,10 @@ class RecurrentState {
   std::vector<float> conv_, ssm_;
   std::vector<int32_t> n_past_;
   std::vector<std::vector<Checkpoint>> checkpoints_;  // per sequence
+  // Per sequence: dropped checkpoints' buffers, reused by the next save (speculation drops and saves
+  // one every check; allocating it again zeroed and faulted in as much memory as it copies). Their
+  // count with the kept ones stays within n_checkpoints, the number the plan counts.
+  std::vector<std::vector<Checkpoint>> spare_;
   int32_t n_kept_layers_ = 0;
 };
 
