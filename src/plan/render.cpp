@@ -1,5 +1,6 @@
 // Text: byte counts, layer ranges, node names, and the plan as a table.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <sstream>
@@ -155,6 +156,12 @@ std::string render(const Plan& p) {
   if (std::any_of(p.bytes.begin(), p.bytes.end(), [](const NodeBytes& b) { return b.repacked > 0; })) {
     out << "repack: matrices are repacked at load for the prompt kernels (16-row groups, K-quant scales "
            "unpacked: the \"repack\" share); the copy replaces the mapped file's pages\n";
+  }
+  for (size_t n = 0; n < p.nodes.size() && n < p.node_stages.size(); ++n) {
+    if (p.node_stages[n].repack || p.node_stages[n].tensors.empty()) continue;
+    const std::vector<std::string>& f = p.nodes[n].cpu_features;
+    out << fmt::format("kernels: {} does not repack (its kernels: {}); its weights stay in the file's layout\n",
+                       detail::node_label(p.nodes, static_cast<int32_t>(n)), f.empty() ? "scalar" : fmt::format("{}", fmt::join(f, " ")));
   }
   for (const std::string& d : p.decision_texts()) out << "decision: " << d << "\n";
   for (const std::string& w : p.warnings) out << "warning: " << w << "\n";

@@ -34,6 +34,9 @@ TEST(NodeKernels, each_node_is_sized_by_its_own_kernels_never_by_this_machines) 
     EXPECT_FALSE(p->node_stages[2].repack);
     EXPECT_GT(p->bytes[1].repacked, 0u);  // Q4_K grows by its unpacked scales
     EXPECT_EQ(p->bytes[2].repacked, 0u);
+    const std::string text = render(*p);
+    EXPECT_NE(text.find("kernels: " + std::string(testing::kW2) + " does not repack (its kernels: fma)"), std::string::npos) << text;
+    EXPECT_EQ(text.find("kernels: " + std::string(testing::kW1)), std::string::npos) << text;
     if (mode == SplitMode::kLayer) {
       EXPECT_EQ(p->bytes[2].weights, file_bytes(**model, p->node_stages[2].tensors));
     }
