@@ -39,7 +39,7 @@ TEST(AgentClients, claude_code_and_the_sdks_run_their_turns_and_every_recorded_r
                                       " " + chat.url() + " " + testing::shell_quote(claude) + " " +
                                       testing::shell_quote(work.string()));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err << "\n--- story server ---\n"
-                            << testing::log_tail((testing::server_tmp_dir() / "agent-story.log").string());
+                            << testing::log_tail(story.log_path());
   EXPECT_NE(r.out.find(" passed, 0 failed"), std::string::npos) << r.out;
   std::printf("%s", r.out.c_str());
 }

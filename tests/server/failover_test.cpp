@@ -122,6 +122,15 @@ void kill_mid_stream_and_expect_the_same_text(const std::vector<std::string>& sp
   }
 }
 
+// The tests below run as parallel processes and each names its server "failover": each needs its
+// own log (they once shared one, and one test found its own warning overwritten by another's).
+TEST(Failover, servers_named_alike_in_parallel_tests_keep_their_own_logs) {
+  const std::string a = testing::server_file("failover", ".log").string();
+  const std::string b = testing::server_file("failover", ".log").string();
+  EXPECT_NE(a, b);
+  EXPECT_NE(a.find("-" + std::to_string(::getpid()) + "-"), std::string::npos) << a;
+}
+
 TEST(Failover, a_killed_layer_worker_comes_back_and_the_stream_goes_on_to_the_same_text) {
   kill_mid_stream_and_expect_the_same_text({"-ts", "1,1,1"}, 1, "wait");
 }

@@ -7,6 +7,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -18,6 +19,14 @@
 namespace strata::testing {
 
 inline std::filesystem::path server_tmp_dir() { return std::filesystem::temp_directory_path() / "strata-server-tests"; }
+
+// The files of one server, unique to this process and this server: ctest runs the tests of one file
+// in parallel processes, and two servers named alike once shared (and truncated) one log (CI:
+// Failover.without_the_killed_layer_worker_... found its own warning gone).
+inline std::filesystem::path server_file(const std::string& name, const std::string& ext) {
+  static std::atomic<int> count{0};
+  return server_tmp_dir() / (name + "-" + std::to_string(::getpid()) + "-" + std::to_string(count++) + ext);
+}
 
 // npm packages for the client-side tests (the official SDKs, a headless browser driver, ajv and a
 // real coding-agent CLI), installed once into the build tree, and the test scripts beside them.
@@ -51,8 +60,8 @@ class ServeProcess {
   ServeProcess(std::vector<std::string> args, const std::string& name) {
     namespace fs = std::filesystem;
     fs::create_directories(server_tmp_dir());
-    ready_ = (server_tmp_dir() / (name + ".ready")).string();
-    log_ = (server_tmp_dir() / (name + ".log")).string();
+    ready_ = server_file(name, ".ready").string();
+    log_ = server_file(name, ".log").string();
     fs::remove(ready_);
     std::vector<std::string> argv = {strata_binary(), "serve", "--port", "0", "--ready-file", ready_};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -67,6 +76,7 @@ class ServeProcess {
   }
   bool ok() const { return ok_; }
   std::string log() const { return read_text_file(log_); }
+  const std::string& log_path() const { return log_; }
   const std::string& host() const { return host_; }
   int port() const { return port_; }
   std::string url() const { return "http://" + host_ + ":" + std::to_string(port_); }
