@@ -22,6 +22,12 @@ bool Node::repacks() const {
   return std::find(cpu_features.begin(), cpu_features.end(), tensor::kRepackFeature) != cpu_features.end();
 }
 
+std::string Node::kernels_text() const {
+  std::string text;
+  for (const std::string& f : cpu_features) text += (text.empty() ? "" : " ") + f;
+  return text.empty() ? "scalar" : text;
+}
+
 Node local_node(int32_t threads) {
   const MemoryFacts mem = read_memory_facts();
   Node n;

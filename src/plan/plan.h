@@ -43,6 +43,7 @@ struct Node {
   // "repack" when they repack matrices): every size that depends on the CPU is computed from these.
   std::vector<std::string> cpu_features;
   bool repacks() const;
+  std::string kernels_text() const;  // the features, space-separated ("scalar" when none)
 };
 
 // Weights, KV cache, recurrent state and scratch of one node, sized by model::stage_bytes (the

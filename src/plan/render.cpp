@@ -1,6 +1,5 @@
 // Text: byte counts, layer ranges, node names, and the plan as a table.
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <sstream>
@@ -159,9 +158,8 @@ std::string render(const Plan& p) {
   }
   for (size_t n = 0; n < p.nodes.size() && n < p.node_stages.size(); ++n) {
     if (p.node_stages[n].repack || p.node_stages[n].tensors.empty()) continue;
-    const std::vector<std::string>& f = p.nodes[n].cpu_features;
     out << fmt::format("kernels: {} does not repack (its kernels: {}); its weights stay in the file's layout\n",
-                       detail::node_label(p.nodes, static_cast<int32_t>(n)), f.empty() ? "scalar" : fmt::format("{}", fmt::join(f, " ")));
+                       detail::node_label(p.nodes, static_cast<int32_t>(n)), p.nodes[n].kernels_text());
   }
   for (const std::string& d : p.decision_texts()) out << "decision: " << d << "\n";
   for (const std::string& w : p.warnings) out << "warning: " << w << "\n";

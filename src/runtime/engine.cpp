@@ -56,7 +56,7 @@ Result<plan::Node> worker_node(exec::StageExecutor& worker, const ClusterOptions
                                    facts.cpu_features);
   spdlog::info("worker {}: {} threads, {} MiB usable of {} MiB{}; kernels: {}", n.endpoint, n.threads,
                n.memory_usable >> 20, n.memory_limit >> 20, facts.cgroup_limited ? " (cgroup limit)" : "",
-               n.cpu_features.empty() ? "scalar" : fmt::format("{}", fmt::join(n.cpu_features, " ")));
+               n.kernels_text());
   return n;
 }
 
