@@ -20,6 +20,7 @@
 #include "model/architecture.h"
 #include "model/hparams.h"
 #include "model/weights.h"
+#include "tensor/aligned_buffer.h"
 
 namespace strata::model {
 
@@ -119,17 +120,10 @@ Status check_slice_bytes(const SliceBytes& slice, uint64_t nbytes);
 void for_each_piece(const SliceBytes& slice, uint64_t from, uint64_t n,
                     const std::function<void(uint64_t tensor_offset, uint64_t stream_offset, uint64_t length)>& f);
 
-// Aligned byte buffers that sliced and repacked views point into. From 2 MiB on they are mappings of
-// their own asking for 2 MiB pages (MADV_HUGEPAGE): one-token products stream the weights, and with
-// 4 KiB pages every 4 KiB costs a page walk (bench/README.md: Llama-1B decode +7% on a Zen 4 VM).
-// STRATA_HUGE_PAGES=off leaves them to the kernel's default (where a huge page's first fault is dear).
-struct AlignedFree {
-  size_t mapped = 0;  // bytes of the mapping; 0: from operator new
-  void operator()(uint8_t* p) const;
-};
-using AlignedBuffer = std::unique_ptr<uint8_t[], AlignedFree>;
-inline constexpr size_t kHugePage = size_t{2} << 20;
-AlignedBuffer aligned_buffer(size_t bytes);
+// Aligned byte buffers that sliced and repacked views point into (tensor/aligned_buffer.h).
+using tensor::AlignedBuffer;
+using tensor::aligned_buffer;
+using tensor::kHugePage;
 
 // Replaces the bound views of the owned layers and the output head by the shard's slices (one run of
 // rows as a view, anything else copied into `storage`). Biases that are added once per sum (attn
