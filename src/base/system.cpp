@@ -1,6 +1,7 @@
 #include "base/system.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -98,5 +99,67 @@ bool cpu_has_f16c() {
 }
 
 int32_t hardware_threads() { return std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency())); }
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("STRATA_CACHE_DIR"); d && *d) return d;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/strata";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/strata";
+  return "/tmp/strata-cache";
+}
+
+namespace {
+
+// "quota period" (v2 cpu.max: "max 100000" when unlimited) or the v1 pair, in cores; 0 for none.
+double quota_in(const std::string& dir, bool v2) {
+  double quota = -1, period = 0;
+  if (v2) {
+    std::ifstream in(dir + "/cpu.max");
+    std::string q;
+    if (!(in >> q >> period) || q == "max") return 0;
+    quota = std::strtod(q.c_str(), nullptr);
+  } else {
+    std::ifstream q(dir + "/cpu.cfs_quota_us"), p(dir + "/cpu.cfs_period_us");
+    if (!(q >> quota) || !(p >> period)) return 0;
+  }
+  return quota > 0 && period > 0 ? quota / period : 0;
+}
+
+// The tightest quota on `path` and its parents under `root`.
+double tightest_quota(const std::string& root, std::string path, bool v2) {
+  double best = 0;
+  while (true) {
+    const double q = quota_in(root + path, v2);
+    if (q > 0 && (best == 0 || q < best)) best = q;
+    if (path.empty() || path == "/") break;
+    path = path.substr(0, path.find_last_of('/'));
+  }
+  return best;
+}
+
+}  // namespace
+
+double cpu_quota_cores(const std::string& proc_cgroup, const std::string& cgroup_root) {
+  std::ifstream in(proc_cgroup);
+  std::string line;
+  double best = 0;
+  while (std::getline(in, line)) {
+    // "hierarchy-id:controllers:path"; v2 has an empty controller list.
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (path.find("..") != std::string::npos) continue;
+    double q = 0;
+    if (controllers.empty()) {
+      q = tightest_quota(cgroup_root, path, true);
+      if (q == 0) q = tightest_quota(cgroup_root + "/unified", path, true);
+    } else if (("," + controllers + ",").find(",cpu,") != std::string::npos) {
+      for (const char* dir : {"/cpu", "/cpu,cpuacct", "/cpuacct,cpu"}) {
+        if (q == 0) q = tightest_quota(cgroup_root + dir, path, false);
+      }
+    }
+    if (q > 0 && (best == 0 || q < best)) best = q;
+  }
+  return best;
+}
 
 }  // namespace strata

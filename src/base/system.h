@@ -29,4 +29,14 @@ bool cpu_has_f16c();
 
 int32_t hardware_threads();
 
+// Where this host keeps what it computes once (weight hashes, received weights, its measured speed):
+// $STRATA_CACHE_DIR, else $XDG_CACHE_HOME/strata, else ~/.cache/strata, else /tmp/strata-cache.
+std::string default_cache_dir();
+
+// The CPU time this process's cgroup may use, in cores (cgroup v2 cpu.max or v1 cpu.cfs_quota_us over
+// its period, the tightest on the path from the root); 0 when unlimited. `proc_cgroup` is
+// /proc/self/cgroup's format; `cgroup_root` holds the v2 tree and the v1 "cpu" hierarchy.
+double cpu_quota_cores(const std::string& proc_cgroup = "/proc/self/cgroup",
+                       const std::string& cgroup_root = "/sys/fs/cgroup");
+
 }  // namespace strata

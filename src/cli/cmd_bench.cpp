@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "gguf/names.h"
 #include "runtime/bench.h"
+#include "tensor/node_speed.h"
 
 namespace strata::cli {
 
@@ -200,7 +201,7 @@ Command add_bench(CLI::App& app) {
     runtime::Engine& e = **engine;
     Report report = describe(e, f->model);
     if (f->roofline) {
-      auto bw = runtime::measure_read_bandwidth(e.n_threads());
+      auto bw = tensor::measure_read_bandwidth(e.n_threads());
       if (!bw.ok()) return fail(bw.error());
       report.bandwidth = *bw;
     }

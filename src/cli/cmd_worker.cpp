@@ -8,7 +8,7 @@ namespace strata::cli {
 Command add_worker(CLI::App& app) {
   auto o = std::make_shared<net::WorkerOptions>();
   auto token_file = std::make_shared<std::string>();
-  o->cache_dir = net::default_cache_dir();
+  o->cache_dir = default_cache_dir();
   CLI::App* cmd = app.add_subcommand("worker", "serve pipeline stages to coordinators over gRPC");
   cmd->add_option("-H,--host", o->host, "address to listen on")->capture_default_str();
   cmd->add_option("-p,--port", o->port, "port (0: pick a free one; the chosen port is printed)")

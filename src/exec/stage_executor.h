@@ -18,6 +18,7 @@
 #include "model/mtp.h"
 #include "model/stage_layout.h"
 #include "plan/plan.h"
+#include "tensor/node_speed.h"
 
 namespace strata::exec {
 
@@ -34,6 +35,7 @@ struct Hop {
 // What a node reports before it is planned.
 struct NodeFacts {
   std::vector<std::string> cpu_features;
+  tensor::NodeSpeed speed;  // measured at the node's start (unknown from a node that did not measure)
   int32_t threads = 0;
   uint64_t memory_limit = 0;      // cgroup or physical limit
   uint64_t memory_available = 0;  // what is free under it now

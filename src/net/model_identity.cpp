@@ -27,13 +27,6 @@ std::string sha256_of_string(const std::string& s) {
 
 }  // namespace
 
-std::string default_cache_dir() {
-  if (const char* d = std::getenv("STRATA_CACHE_DIR"); d && *d) return d;
-  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/strata";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/strata";
-  return "/tmp/strata-cache";
-}
-
 Result<std::string> file_sha256(const std::string& path, const std::string& cache_dir) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return make_error("{}: cannot stat", path);

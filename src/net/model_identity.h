@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/system.h"  // default_cache_dir
 #include "gguf/gguf.h"
 #include "strata.pb.h"
 
@@ -22,7 +23,5 @@ void to_proto(const gguf::TensorInfo& info, v1::TensorSpec* spec);
 // Validates a received shape: known type, 1-4 dims, sizes consistent with nbytes.
 Result<gguf::TensorInfo> from_proto(const v1::TensorSpec& spec);
 
-// Default cache folder: $STRATA_CACHE_DIR, $XDG_CACHE_HOME/strata, or ~/.cache/strata.
-std::string default_cache_dir();
 
 }  // namespace strata::net

@@ -20,7 +20,7 @@ namespace strata::net {
 // 5: a tensor-split member without the file receives only its slices (PrepareReply.slices).
 // 6: routed experts may be held whole (ShardSpec.expert_begin/end).
 // 7: a tensor group led by the coordinator runs its batches over the data links (MeshSpec.steps_over_link).
-inline constexpr uint32_t kProtocolVersion = 10;
+inline constexpr uint32_t kProtocolVersion = 11;
 
 struct ParsedStage {
   std::string session;

@@ -35,7 +35,14 @@ Status run_worker(const WorkerOptions& options) {
   STRATA_ASSIGN(auto creds, server_credentials(options.security));
   ::signal(SIGPIPE, SIG_IGN);  // a coordinator that hangs up must not kill the worker
 
-  WorkerService service(options);
+  // The speed the planner will read from Hello: this host's, measured before serving (a few seconds,
+  // once per host, thread count and CPU quota) so that no call waits for it.
+  WorkerOptions with_speed = options;
+  const int32_t threads = options.threads > 0 ? options.threads : hardware_threads();
+  STRATA_ASSIGN(with_speed.speed, tensor::cached_node_speed(threads, options.speed_cache_dir));
+  spdlog::info("worker: speed with {} threads ({}): {}", threads,
+               with_speed.speed.from_cache ? "cached for this host" : "measured now", with_speed.speed.text());
+  WorkerService service(with_speed);
   grpc::ServerBuilder builder;
   int port = 0;
   const std::string host = options.host.find(':') != std::string::npos && options.host.front() != '['

@@ -11,9 +11,11 @@
 #include <string>
 #include <thread>
 
+#include "base/system.h"
 #include "model/stage_runner.h"
 #include "net/credentials.h"
 #include "net/tensor_store.h"
+#include "tensor/node_speed.h"
 #include "strata.grpc.pb.h"
 
 namespace strata::net {
@@ -29,6 +31,8 @@ struct WorkerOptions {
   int32_t session_timeout_s = 60;
   int32_t max_context = 0;    // largest context per sequence a stage may ask for (0: any)
   int32_t max_sessions = 8;   // coordinators served at once; each session holds a stage and its metadata
+  std::string speed_cache_dir = default_cache_dir();  // where this host's measured speed is kept
+  tensor::NodeSpeed speed;    // what Hello reports (run_worker measures it, or reads it from the cache)
 };
 
 class WorkerService final : public v1::Worker::Service {

@@ -46,12 +46,4 @@ double implied_speedup(double cost, int32_t k, double acceptance);
 // used share of routed experts, one row of the embeddings.
 uint64_t bytes_read_per_token(const model::Model& model);
 
-// Read bandwidth of this machine with `threads` threads, bytes/s, measured as decode reads weights:
-// each thread of a ThreadPool streams its own contiguous share of a `bytes` buffer
-// (parallel_for_shares), with the widest loads the CPU has (512-bit where it can) into independent
-// sums. The buffer is faulted in before timing; the best of `runs` passes is kept. `bytes` should be
-// far beyond the caches (the default) for a memory figure. Errors on threads outside 1..1024, bytes
-// outside 256 KiB..64 GiB or runs outside 1..1000.
-Result<double> measure_read_bandwidth(int32_t threads, uint64_t bytes = uint64_t{1} << 30, int32_t runs = 10);
-
 }  // namespace strata::runtime
