@@ -47,7 +47,7 @@ Command add_plan(CLI::App& app) {
     if (!model.ok()) return fail(model.error());
     const model::HParams& hp = (*model)->hparams();
     const int32_t threads = f->n_threads > 0 ? f->n_threads : hardware_threads();
-    std::vector<plan::Node> nodes = {plan::local_node(threads)};
+    std::vector<plan::Node> nodes = {runtime::this_machine(threads, !options->cluster.workers.empty())};
     for (const std::string& endpoint : options->cluster.workers) {
       auto worker = runtime::connector(options->cluster)(endpoint);
       if (!worker.ok()) return fail(worker.error());

@@ -11,6 +11,7 @@ std::string_view kind_name(Decision::Kind kind) {
     case Decision::Kind::kSingleNode: return "single_node";
     case Decision::Kind::kSplitByMemory: return "split_by_memory";
     case Decision::Kind::kSplitByFlags: return "split_by_flags";
+    case Decision::Kind::kSplitBySpeed: return "split_by_speed";
     case Decision::Kind::kPinsAgree: return "pins_agree";
     case Decision::Kind::kPinMovedLayers: return "pin_moved_layers";
     case Decision::Kind::kFinalPlacement: return "final_placement";
@@ -29,6 +30,11 @@ std::string describe(const std::vector<Node>& nodes, int32_t n_layer, const Deci
       return fmt::format("all {} layers on {} (single node)", n_layer, node_label(nodes, 0));
     case K::kSplitByMemory:
       return fmt::format("split by usable memory: {} -> {}{}", d.detail, detail::placement_summary(nodes, d.owner), zero);
+    case K::kSplitBySpeed:
+      return fmt::format("-ts auto: the layers split for the least predicted time per token within memory (a token "
+                         "passes every stage in turn, so the faster nodes take the layers; nodes within 5% share them "
+                         "evenly), from each node's measured speed ({}) -> {}",
+                         d.detail, detail::placement_summary(nodes, d.owner));
     case K::kSplitByFlags:
       return fmt::format("{}{} -> {}{}", d.flags, d.detail, detail::placement_summary(nodes, d.owner), zero);
     case K::kPinsAgree:

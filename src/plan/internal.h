@@ -95,6 +95,27 @@ std::vector<NodeBytes> node_bytes(const model::Model& model, const std::vector<N
 Status check_budget(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
                     const std::vector<int32_t>& owner, const std::vector<NodeBytes>& bytes);
 
+// ---- speed (balance.cpp) ----
+bool speeds_known(const std::vector<Node>& nodes);
+// -ts auto, or what none of -ts, -ngl and -ot means.
+bool auto_split(const Request& request);
+// Per node, its -sm tensor share under -ts auto: 1 / its predicted time for the whole model.
+std::vector<double> speed_shares(const model::Model& model, const std::vector<Node>& nodes);
+// Owners of layers 0..n_layer (contiguous, in node order) that make the slowest node's predicted time
+// per token as small as every node's memory allows; nullopt when no split fits.
+std::optional<std::vector<int32_t>> balance_layers(const model::Model& model, const std::vector<Node>& nodes,
+                                                   const Request& request);
+// Bytes of weights `stage` reads per decoded token, by type: its slices of every matrix, the used share
+// of routed experts, a tied head's rows of token_embd; not the embedding lookup (one row) nor the MTP
+// block. `held`: in the node's layout (repacked sizes), else the file's.
+std::vector<std::pair<DType, uint64_t>> read_per_token(const model::Model& model, const model::StageConfig& stage,
+                                                       bool held);
+// Fills the plan's predicted times when every node's speed is known; with explicit flags, warns about
+// a node predicted idle more than 30% of the busiest node's time.
+void predict(const model::Model& model, bool explicit_flags, Plan& p);
+// "local 10.2 ms, 10.0.0.2:50052 9.8 ms"
+std::string predicted_times(const Plan& p);
+
 // ---- -sm tensor ----
 // The plan of a tensor split (tensor_split.cpp): the group, each member's shard, bytes and exchanges.
 // `nodes` have their names set.

@@ -7,9 +7,11 @@
 //   -ngl N          the last N of the n_layer + 1 "layers" (the output head is layer n_layer) go to the
 //                   workers, the rest stay on this machine (llama.cpp's dev_layer formula, exactly).
 //   -ts a,b,...     ratios over the workers in --rpc order; with W + 1 values this machine comes first.
-//                   Without -ngl it places every layer. All zeros: as if not given (split by memory).
-//   neither         every layer split over all nodes (this machine included) by usable memory; the
-//                   output head goes with the last layer.
+//                   Without -ngl it places every layer. All zeros: split by usable memory (llama.cpp's
+//                   meaning).
+//   -ts auto        the default when none of -ts, -ngl and -ot is given: every node's predicted time
+//                   per token equal, within memory (balance.cpp), from each node's measured speed; by
+//                   usable memory when a node's speed is unknown. The output head goes with the last layer.
 //   -ot re=NODE,... weight pins (regex_search on the tensor name, first matching rule wins). A pin of
 //                   all of a layer's tensors to one node makes that node the layer's owner, whatever the
 //                   flags said (the plan says so in a decision; --strict-placement makes it an error).
@@ -28,6 +30,7 @@
 #include "model/model.h"
 #include "model/stage_layout.h"
 #include "plan/shards.h"
+#include "tensor/node_speed.h"
 
 namespace strata::plan {
 
@@ -42,6 +45,10 @@ struct Node {
   // What the node's kernels use (tensor::kernel_features: ISA features within its STRATA_MAX_ISA, and
   // "repack" when they repack matrices): every size that depends on the CPU is computed from these.
   std::vector<std::string> cpu_features;
+  // How fast its kernels stream each weight type with its threads (measured once per host at its
+  // start, tensor::cached_node_speed): the planner predicts its time per token from it.
+  tensor::NodeSpeed speed;
+  double link_seconds = 0;  // round trip from this machine (a Ping), 0 for this machine
   bool repacks() const;
   std::string kernels_text() const;  // the features, space-separated ("scalar" when none)
 };
@@ -92,6 +99,7 @@ struct Request {
   uint64_t cache_ram_bytes = 0;  // --cache-ram: each node's host memory for stashed sequences
   bool mtp = false;  // --spec-type draft-mtp: the output node also holds and runs the MTP block
   std::vector<double> tensor_split;       // -ts: ratios over the workers (or local + workers)
+  bool tensor_split_auto = false;         // -ts auto (also what no -ts, -ngl or -ot means)
   ExpertSplit expert_split = ExpertSplit::kRows;  // --expert-split: how -sm tensor cuts routed experts
   int32_t n_gpu_layers = -1;              // -ngl: layers on the workers; -1 when not given
   std::vector<TensorOverride> overrides;  // -ot, in the order given
@@ -109,6 +117,7 @@ struct Decision {
   enum class Kind {
     kSingleNode,      // no workers: every layer here
     kSplitByMemory,   // no -ts/-ngl: layers split by usable memory
+    kSplitBySpeed,    // -ts auto: layers (or slices) split so every node's predicted time per token is equal
     kSplitByFlags,    // -ts and/or -ngl placed the layers
     kPinsAgree,       // -ot pins agree with the flags: nothing moved
     kPinMovedLayers,  // -ot pins moved whole layers (weights, cache, state and compute) to a node
@@ -153,6 +162,11 @@ struct Plan {
   std::vector<uint64_t> read_per_token;  // -sm tensor: weight bytes each node reads per token (its slices)
   std::vector<std::string> slices;       // -sm tensor: each node's slices in words (empty: not a member)
   std::vector<std::string> warnings;
+  // Predicted from the nodes' measured speeds (0 where a speed is unknown): per node, the ms its
+  // one-token products take per token; the ms the links add per token; tokens/s of one sequence.
+  std::vector<double> predicted_ms;
+  double predicted_link_ms = 0;
+  double predicted_tokens_per_s = 0;
 
   // Layers owned by `node`, as flags per layer.
   std::vector<uint8_t> owned_by(int32_t node) const;

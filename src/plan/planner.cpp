@@ -67,6 +67,29 @@ void add_stages_and_transfers(Plan& p, const model::HParams& hp) {
   }
 }
 
+// -ts auto over several nodes whose speeds are known: the split by speed replaces the flags' split
+// (by usable memory), before any -ot pin.
+bool split_by_speed(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
+                    detail::FlagSplit& flags) {
+  if (nodes.size() < 2 || !detail::auto_split(request)) return false;
+  if (!detail::speeds_known(nodes)) {
+    if (request.tensor_split_auto) {
+      flags.warnings.push_back("-ts auto: a node's speed is unknown (a worker that measured none), so the layers are "
+                               "split by usable memory");
+    }
+    return false;
+  }
+  auto owner = detail::balance_layers(model, nodes, request);
+  if (!owner) return false;  // nothing fits: the memory split's refusal names the fix
+  flags.owner = *owner;
+  flags.output_follows_last = true;
+  flags.flag_text = "-ts auto";
+  flags.decision.kind = Decision::Kind::kSplitBySpeed;
+  flags.decision.flags = flags.flag_text;
+  flags.decision.owner = *owner;
+  return true;
+}
+
 }  // namespace
 
 Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes, const Request& request) {
@@ -99,6 +122,7 @@ Result<Plan> place(const model::Model& model, const std::vector<Node>& nodes_in,
 
   auto flags = detail::split_by_flags(n_layer, nodes, request);
   if (!flags) return refuse(ErrorCode::kInvalidArgument, std::move(flags).error());
+  const bool by_speed = split_by_speed(model, nodes, request, *flags);
   auto pins = detail::match_pins(model, nodes, request.overrides);
   if (!pins) return refuse(ErrorCode::kInvalidArgument, std::move(pins).error());
   auto res = detail::resolve_layers(model, nodes, request, *flags, *pins);
@@ -147,6 +171,8 @@ Result<Plan> place(const model::Model& model, const std::vector<Node>& nodes_in,
   if (auto s = detail::check_budget(model, nodes, request, owner, p.bytes); !s) {
     return refuse(ErrorCode::kResourceExhausted, std::move(s).error());
   }
+  detail::predict(model, flags->explicit_flags, p);
+  if (by_speed) p.decisions.front().detail = detail::predicted_times(p);
   return p;
 }
 

@@ -85,13 +85,43 @@ std::string placement_summary(const std::vector<Node>& nodes, const std::vector<
 
 }  // namespace detail
 
+namespace {
+
+// The predicted speed of one sequence, and what it rests on.
+std::string predicted_text(const Plan& p) {
+  if (p.predicted_ms.empty()) {
+    std::string unknown;
+    for (size_t n = 0; n < p.nodes.size(); ++n) {
+      if (!p.nodes[n].speed.known()) unknown += (unknown.empty() ? "" : ", ") + detail::node_label(p.nodes, static_cast<int32_t>(n));
+    }
+    return "predicted: unknown (no measured speed for " + unknown + ")\n";
+  }
+  double busiest = 0, sum = 0;
+  for (double ms : p.predicted_ms) busiest = std::max(busiest, ms), sum += ms;
+  const bool tensor = p.split_mode == SplitMode::kTensor;
+  std::string s = fmt::format("predicted: {:.1f} tokens/s for one sequence ({:.2f} ms per token: {} {:.2f} ms of one-token "
+                              "products + {:.2f} ms on the links); ms/token is each node's share, from the bytes it reads "
+                              "per token and its measured rate per weight type\n",
+                              p.predicted_tokens_per_s, p.predicted_tokens_per_s > 0 ? 1e3 / p.predicted_tokens_per_s : 0.0,
+                              tensor ? "the busiest member's" : "every stage in turn,", tensor ? busiest : sum,
+                              p.predicted_link_ms);
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    s += fmt::format("  speed of {} ({} threads): {}\n", detail::node_label(p.nodes, static_cast<int32_t>(n)), p.nodes[n].threads,
+                     p.nodes[n].speed.text());
+  }
+  return s;
+}
+
+}  // namespace
+
 std::string render(const Plan& p) {
   using detail::human_bytes;
+  constexpr int kCols = 10;
   struct Row {
-    std::string cells[9];
+    std::string cells[kCols];
   };
   std::vector<Row> rows;
-  rows.push_back({{"node", "layers", "count", "weights", "KV", "KV type", "state", "scratch", "total / usable"}});
+  rows.push_back({{"node", "layers", "count", "weights", "KV", "KV type", "state", "scratch", "total / usable", "ms/token"}});
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     const int32_t node = static_cast<int32_t>(n);
     // What the node's stage runs (under -sm tensor every member runs every layer on its slice).
@@ -116,22 +146,24 @@ std::string render(const Plan& p) {
                      human_bytes(b.kv), kv_type,
                      human_bytes(b.state) + (b.checkpoints ? " + " + human_bytes(b.checkpoints) + " ckpt" : ""),
                      human_bytes(b.scratch),
-                     human_bytes(b.total()) + " / " + limit}});
+                     human_bytes(b.total()) + " / " + limit,
+                     n < p.predicted_ms.size() ? fmt::format("{:.2f}", p.predicted_ms[n]) : "?"}});
   }
-  size_t width[9] = {};
+  size_t width[kCols] = {};
   for (const Row& r : rows) {
-    for (int c = 0; c < 9; ++c) width[c] = std::max(width[c], r.cells[c].size());
+    for (int c = 0; c < kCols; ++c) width[c] = std::max(width[c], r.cells[c].size());
   }
   std::ostringstream out;
   for (const Row& r : rows) {
     std::string line;
-    for (int c = 0; c < 9; ++c) {
+    for (int c = 0; c < kCols; ++c) {
       const bool left = c < 2;
       line += (c ? "  " : "") + (left ? fmt::format("{:<{}}", r.cells[c], width[c]) : fmt::format("{:>{}}", r.cells[c], width[c]));
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out << line << "\n";
   }
+  out << predicted_text(p);
   if (p.split_mode == SplitMode::kTensor) {
     out << "slices (-sm tensor; every member adds its partial sums after each attention and FFN sub-layer):\n";
     for (int32_t m : p.tensor_group) {

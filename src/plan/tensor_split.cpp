@@ -53,6 +53,30 @@ Result<Group> choose_group(const std::vector<Node>& nodes, const Request& reques
   return g;
 }
 
+// -ts auto: every node, weighed by its speed on this model.
+Group speed_group(const model::Model& model, const std::vector<Node>& nodes) {
+  Group g;
+  const std::vector<double> shares = speed_shares(model, nodes);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (shares[i] > 0) g.members.push_back(static_cast<int32_t>(i)), g.weights.push_back(shares[i]);
+  }
+  g.flag_text = "-ts auto";
+  return g;
+}
+
+// -ts auto: shrinks the share of every member over its memory (by what it needs over what it has,
+// and a little more) for the next try; false when every member fits.
+bool shrink_overfull(const std::vector<Node>& nodes, const std::vector<NodeBytes>& bytes, Group& g) {
+  bool changed = false;
+  for (size_t i = 0; i < g.members.size(); ++i) {
+    const int32_t m = g.members[i];
+    if (bytes[m].total() <= nodes[m].memory_usable) continue;
+    g.weights[i] *= 0.97 * static_cast<double>(nodes[m].memory_usable) / static_cast<double>(bytes[m].total());
+    changed = true;
+  }
+  return changed;
+}
+
 std::string range_text(model::Range r, int32_t total) {
   if (r.size() == 0) return "none";
   return fmt::format("{}-{} of {}", r.begin, r.end - 1, total);
@@ -212,12 +236,22 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
                       "over the group; drop -ngl or give -ngl {}", request.n_gpu_layers, n_layer, n_layer + 1);
   }
   STRATA_ASSIGN(Group g, choose_group(nodes, request));
+  const bool by_speed = auto_split(request) && speeds_known(nodes);
+  if (by_speed) g = speed_group(model, nodes);
   if (request.mtp && g.members.front() != 0) {
     return make_error("plan: --spec-type draft-mtp under -sm tensor drafts on this machine, but {} gives it no share; "
                       "give -ts {} values (this machine first)", g.flag_text, nodes.size());
   }
   STRATA_ASSIGN(const model::ShardUnits units, model::shard_units(model));
-  STRATA_ASSIGN(std::vector<model::Shard> shards, split_shards(model, g.weights, request.expert_split));
+  std::vector<model::Shard> shards;
+  std::vector<model::StageConfig> stages;
+  std::vector<NodeBytes> bytes;
+  for (int attempt = 0;; ++attempt) {  // -ts auto: shares within memory
+    STRATA_ASSIGN(shards, split_shards(model, g.weights, request.expert_split));
+    stages = tensor_stages(model, nodes, request, g, shards);
+    bytes = node_bytes(model, stages);
+    if (!by_speed || attempt == 8 || !shrink_overfull(nodes, bytes, g)) break;
+  }
 
   Plan p;
   p.nodes = std::move(nodes);
@@ -227,23 +261,11 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
   p.input_node = 0;
   p.output_node = g.members.front();
   for (int32_t m : g.members) p.stages.push_back({m, 0, n_layer});
-  p.node_stages = tensor_stages(model, p.nodes, request, g, shards);
-  p.bytes = node_bytes(model, p.node_stages);
-  // Per token a member reads its slices of every matrix (of the routed experts, the share a token
-  // runs; a tied head, its rows of token_embd); the embedding lookup reads one row.
-  const std::string embd(gguf::names::tensor::kTokenEmbd);
+  p.node_stages = std::move(stages);
+  p.bytes = std::move(bytes);
   for (const model::StageConfig& st : p.node_stages) {
-    const std::set<std::string> held(st.tensors.begin(), st.tensors.end());
     uint64_t read = 0;
-    for (const model::Model::Tensor& t : model.tensors()) {
-      if (!held.count(t.decl.name) || t.decl.name == embd) continue;
-      uint64_t bytes = model::shard_tensor_bytes(hp, t.decl, *t.info, st.shard, st.input, st.repack);
-      if (t.decl.n_experts > hp.n_expert_used) bytes = bytes / uint64_t(t.decl.n_experts) * uint64_t(hp.n_expert_used);
-      read = sat_add(read, bytes);
-    }
-    if (st.shard.split() && !model.has_output_weight()) {
-      read = sat_add(read, model::shard_tensor_bytes(model, embd, {}, st.repack) / uint64_t(hp.n_vocab) * uint64_t(st.shard.vocab.size()));
-    }
+    for (const auto& [type, b] : read_per_token(model, st, true)) read = sat_add(read, b);
     p.read_per_token.push_back(st.shard.split() ? read : 0);
   }
   for (const model::Model::Tensor& t : model.tensors()) p.tensor_home[t.decl.name] = t.decl.layer < 0 ? 0 : p.output_node;
@@ -281,6 +303,12 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
     return with_code(make_error("plan: -sm tensor does not fit in memory: {}. Fix: give the fuller nodes a smaller -ts "
                                 "share, add nodes (--rpc) or lower the context (-c)", over),
                      ErrorCode::kResourceExhausted);
+  }
+  predict(model, !by_speed && g.flag_text != "usable memory", p);
+  if (by_speed && !p.predicted_ms.empty()) {
+    Decision& split = p.decisions.back();
+    split.why += fmt::format("{}the shares make every member's predicted time per token equal within memory ({})",
+                             split.why.empty() ? "" : "; ", predicted_times(p));
   }
   return p;
 }

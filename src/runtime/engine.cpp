@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -11,6 +12,7 @@
 
 #include "base/system.h"
 #include "runtime/tensor_group.h"
+#include "tensor/node_speed.h"
 
 namespace strata::runtime {
 namespace {
@@ -37,6 +39,7 @@ plan::Request plan_request(const EngineOptions& options, const model::HParams& h
   request.cache_ram_bytes = options.cache_ram_bytes;
   request.mtp = options.mtp;
   request.tensor_split = options.cluster.tensor_split;
+  request.tensor_split_auto = options.cluster.tensor_split_auto;
   request.expert_split = options.cluster.expert_split;
   request.n_gpu_layers = options.cluster.n_gpu_layers;
   request.overrides = options.cluster.overrides;
@@ -54,9 +57,31 @@ Result<plan::Node> worker_node(exec::StageExecutor& worker, const ClusterOptions
   plan::Node n = plan::worker_node(worker.name(), facts.memory_available,
                                    cluster.worker_threads > 0 ? cluster.worker_threads : facts.threads, facts.memory_limit,
                                    facts.cpu_features);
-  spdlog::info("worker {}: {} threads, {} MiB usable of {} MiB{}; kernels: {}", n.endpoint, n.threads,
-               n.memory_usable >> 20, n.memory_limit >> 20, facts.cgroup_limited ? " (cgroup limit)" : "",
-               n.kernels_text());
+  n.speed = facts.speed;
+  // The link's round trip: the best of a few Pings (the first may still set the connection up).
+  for (int i = 0; i < 4; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    STRATA_TRY(worker.ping());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    n.link_seconds = i == 0 ? s : std::min(n.link_seconds, s);
+  }
+  spdlog::info("worker {}: {} threads, {} MiB usable of {} MiB{}; kernels: {}; speed: {}; round trip {:.0f} us", n.endpoint,
+               n.threads, n.memory_usable >> 20, n.memory_limit >> 20, facts.cgroup_limited ? " (cgroup limit)" : "",
+               n.kernels_text(), n.speed.text(), n.link_seconds * 1e6);
+  return n;
+}
+
+plan::Node this_machine(int32_t threads, bool with_speed) {
+  plan::Node n = plan::local_node(threads);
+  if (!with_speed) return n;
+  auto speed = tensor::cached_node_speed(threads, default_cache_dir());
+  if (!speed.ok()) {
+    spdlog::warn("this machine's speed is unknown ({}): the plan splits by usable memory", speed.error().message);
+    return n;
+  }
+  n.speed = *speed;
+  spdlog::info("this machine: speed with {} threads ({}): {}", threads, speed->from_cache ? "cached for this host" : "measured now",
+               n.speed.text());
   return n;
 }
 
@@ -88,7 +113,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   const int32_t n_threads = options.n_threads > 0 ? options.n_threads : hardware_threads();
 
   // The cluster: this machine first, then the workers in --rpc order, with the facts they report.
-  std::vector<plan::Node> nodes = {plan::local_node(n_threads)};
+  std::vector<plan::Node> nodes = {this_machine(n_threads, !options.cluster.workers.empty())};
   auto local = std::make_unique<exec::LocalExecutor>();
   e->local_ = local.get();
   e->nodes_.push_back(std::move(local));
@@ -336,6 +361,7 @@ Status Engine::replan_without(const std::vector<size_t>& lost) {
     plan::Node node = plan_.nodes[n];
     if (n == 0) {
       node = plan::local_node(node.threads);
+      node.speed = plan_.nodes[0].speed;
       node.memory_usable = sat_add(node.memory_usable, plan_.bytes[n].total() - plan_.bytes[n].weights);  // mapped weights stay in the page cache
     } else {
       STRATA_ASSIGN(node, worker_node(*nodes_[n], options_.cluster));

@@ -27,6 +27,7 @@ struct ClusterOptions {
   plan::SplitMode split_mode = plan::SplitMode::kLayer;  // -sm
   std::vector<std::string> workers;       // --rpc endpoints, in order
   std::vector<double> tensor_split;       // -ts
+  bool tensor_split_auto = false;         // -ts auto (what no -ts, -ngl or -ot means too)
   plan::ExpertSplit expert_split = plan::ExpertSplit::kRows;  // --expert-split
   int32_t n_gpu_layers = -1;              // -ngl
   std::vector<plan::TensorOverride> overrides;  // -ot
@@ -54,8 +55,11 @@ struct EngineOptions {
 
 // What the planner is asked for these options (the default context resolved against the model).
 plan::Request plan_request(const EngineOptions& options, const model::HParams& hp);
-// A worker as a planner node, from the facts it reports.
+// A worker as a planner node, from the facts it reports, with the round trip to it.
 Result<plan::Node> worker_node(exec::StageExecutor& worker, const ClusterOptions& cluster);
+// This machine as a planner node; `with_speed` (when there are workers to weigh it against): its
+// speed too, from this host's cache or measured now (a few seconds, once per host).
+plan::Node this_machine(int32_t threads, bool with_speed);
 // The options' connector; without a transport, one that refuses every endpoint, saying so.
 exec::Connector connector(const ClusterOptions& cluster);
 

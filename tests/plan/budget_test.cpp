@@ -146,17 +146,21 @@ TEST_F(BudgetTest, render_prints_one_row_per_node_then_transfers_decisions_warni
   ASSERT_TRUE(p.ok()) << p.error().message;
   const std::string out = render(*p);
   std::istringstream lines(out);
-  std::string header, row0, row1, row2, transfers;
+  std::string header, row0, row1, row2, predicted, transfers;
   std::getline(lines, header);
   std::getline(lines, row0);
   std::getline(lines, row1);
   std::getline(lines, row2);
+  std::getline(lines, predicted);
   std::getline(lines, transfers);
   EXPECT_EQ(header.substr(0, 4), "node") << out;
   EXPECT_EQ(row0.substr(0, 5), "local") << out;
   EXPECT_NE(row0.find("input "), std::string::npos) << out;
   EXPECT_NE(row1.find("127.0.0.1:50052  0-24 "), std::string::npos) << out;
   EXPECT_NE(row2.find("127.0.0.1:50053  25-39 + output"), std::string::npos) << out;
+  // Nodes without a measured speed: nothing predicted, and the row says so.
+  EXPECT_EQ(predicted, "predicted: unknown (no measured speed for local, 127.0.0.1:50052, 127.0.0.1:50053)") << out;
+  EXPECT_EQ(row1.substr(row1.size() - 1), "?") << out;
   EXPECT_EQ(transfers, "transfers:") << out;
   EXPECT_NE(out.find("decision: -ot decides layers 21-24"), std::string::npos) << out;
   EXPECT_NE(out.find("warning: -ot rule 'nothing=local' matches no tensor"), std::string::npos) << out;

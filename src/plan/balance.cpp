@@ -1,0 +1,266 @@
+// -ts auto and the predicted speed: each node's time per token from the bytes its stage reads per
+// decoded token and the rates its own kernels stream each weight type at (tensor::NodeSpeed), and the
+// split that makes those times equal within every node's memory.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "gguf/names.h"
+#include "plan/internal.h"
+
+namespace strata::plan::detail {
+namespace {
+
+// A node that gets less than this share of the busiest node's time idles, with explicit flags, enough
+// to say so (the "idle more than 30% of a token").
+constexpr double kIdleWarning = 0.30;
+
+bool routed(const model::HParams& hp, const model::TensorDecl& d) { return d.n_experts > hp.n_expert_used && hp.n_expert_used > 0; }
+
+// Per unit (layers 0..n_layer-1, the output n_layer): its bytes per token, by type, on a node that
+// holds it whole. The embedding lookup (one row) and the MTP block (drafting only) are left out.
+std::vector<std::vector<std::pair<DType, uint64_t>>> unit_reads(const model::Model& model) {
+  const model::HParams& hp = model.hparams();
+  std::vector<std::vector<std::pair<DType, uint64_t>>> units(static_cast<size_t>(hp.n_layer) + 1);
+  for (const model::Model::Tensor& t : model.tensors()) {
+    if (t.decl.mtp) continue;
+    int32_t unit = std::min(t.decl.layer, hp.n_layer);
+    if (t.decl.name == gguf::names::tensor::kTokenEmbd) {
+      if (model.has_output_weight()) continue;
+      unit = hp.n_layer;  // the tied head reads all of it
+    }
+    if (unit < 0) continue;
+    uint64_t bytes = t.info->nbytes;
+    if (routed(hp, t.decl)) bytes = bytes / uint64_t(t.decl.n_experts) * uint64_t(hp.n_expert_used);
+    units[unit].emplace_back(t.info->type, bytes);
+  }
+  return units;
+}
+
+double seconds(const tensor::NodeSpeed& speed, const std::vector<std::pair<DType, uint64_t>>& reads) {
+  double s = 0;
+  for (const auto& [type, bytes] : reads) s += speed.seconds(type, bytes);
+  return s;
+}
+
+// Componentwise what a node holds for one unit, on top of what it holds with none.
+struct UnitBytes {
+  uint64_t additive = 0;  // weights, KV, state, checkpoints
+  uint64_t scratch = 0;   // not additive: the largest batch's scratch of any unit
+};
+
+uint64_t additive(const NodeBytes& b) { return sat_add(sat_add(b.weights, b.kv), sat_add(b.state, b.checkpoints)); }
+
+}  // namespace
+
+bool speeds_known(const std::vector<Node>& nodes) {
+  return std::all_of(nodes.begin(), nodes.end(), [](const Node& n) { return n.speed.known(); });
+}
+
+bool auto_split(const Request& request) {
+  const bool ts_given = !request.tensor_split.empty();
+  return request.tensor_split_auto || (!ts_given && request.n_gpu_layers < 0 && request.overrides.empty());
+}
+
+std::vector<double> speed_shares(const model::Model& model, const std::vector<Node>& nodes) {
+  const auto units = unit_reads(model);
+  std::vector<double> shares;
+  for (const Node& n : nodes) {
+    double total = 0;
+    for (const auto& u : units) total += seconds(n.speed, u);
+    shares.push_back(total > 0 ? 1.0 / total : 0.0);
+  }
+  return shares;
+}
+
+namespace {
+
+// What the layer split weighs, per node: seconds per token of every run of units, and whether a run
+// fits the node's memory.
+class LayerCosts {
+ public:
+  LayerCosts(const model::Model& model, const std::vector<Node>& nodes, const Request& request) : nodes_(nodes) {
+    const int32_t n_units = model.hparams().n_layer + 1;
+    const auto reads = unit_reads(model);
+    const std::vector<int32_t> none(static_cast<size_t>(n_units), -1);
+    empty_ = node_bytes(model, nodes, request, none);
+    time_.assign(nodes.size(), std::vector<double>(n_units + 1, 0.0));
+    mem_.assign(nodes.size(), std::vector<UnitBytes>(n_units));
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      for (int32_t u = 0; u < n_units; ++u) {
+        time_[n][u + 1] = time_[n][u] + seconds(nodes[n].speed, reads[u]);
+        std::vector<int32_t> one(none);
+        one[u] = static_cast<int32_t>(n);
+        const NodeBytes b = node_bytes(model, nodes, request, one)[n];
+        mem_[n][u] = {additive(b) - std::min(additive(b), additive(empty_[n])), b.scratch};
+      }
+    }
+  }
+  int32_t units() const { return static_cast<int32_t>(time_[0].size()) - 1; }
+  // Units [a, b) on node n: their products, and a worker's hop in and out (half a round trip each).
+  double seconds_for(size_t n, int32_t a, int32_t b) const {
+    if (a == b) return 0;
+    return time_[n][b] - time_[n][a] + nodes_[n].link_seconds;
+  }
+  // The largest b such that units [a, b) fit node n (a - 1 when not even none fit).
+  int32_t fit_end(size_t n, int32_t a) const {
+    const uint64_t limit = nodes_[n].memory_usable;
+    if (empty_[n].total() > limit) return a - 1;
+    uint64_t sum = additive(empty_[n]), scratch = empty_[n].scratch;
+    int32_t b = a;
+    for (; b < units(); ++b) {
+      const uint64_t s = sat_add(sum, mem_[n][b].additive), sc = std::max(scratch, mem_[n][b].scratch);
+      if (sat_add(s, sc) > limit) break;
+      sum = s, scratch = sc;
+    }
+    return b;
+  }
+
+ private:
+  const std::vector<Node>& nodes_;
+  std::vector<NodeBytes> empty_;
+  std::vector<std::vector<double>> time_;  // per node: prefix sums over units
+  std::vector<std::vector<UnitBytes>> mem_;
+};
+
+struct LayerSplit {
+  double total = 0;  // seconds per token of one sequence: every stage in turn
+  double slowest = 0;
+  std::vector<int32_t> owner;
+};
+
+// Contiguous runs in node order covering every unit, each node's run within its memory and `cap`
+// seconds, with the smallest total (a dynamic program over (node, first unit it does not own)).
+std::optional<LayerSplit> least_total(const LayerCosts& c, size_t n_nodes, double cap) {
+  const int32_t n_units = c.units();
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(n_nodes + 1, std::vector<double>(n_units + 1, kNone));
+  std::vector<std::vector<int32_t>> from(n_nodes + 1, std::vector<int32_t>(n_units + 1, -1));
+  best[0][0] = 0;
+  for (size_t n = 0; n < n_nodes; ++n) {
+    for (int32_t i = 0; i <= n_units; ++i) {
+      if (best[n][i] == kNone) continue;
+      const int32_t end = c.fit_end(n, i);
+      for (int32_t j = i; j <= end; ++j) {
+        const double t = c.seconds_for(n, i, j);
+        if (t > cap) break;
+        if (best[n][i] + t < best[n + 1][j]) best[n + 1][j] = best[n][i] + t, from[n + 1][j] = i;
+      }
+    }
+  }
+  if (best[n_nodes][n_units] == kNone) return std::nullopt;
+  LayerSplit s;
+  s.total = best[n_nodes][n_units];
+  s.owner.assign(static_cast<size_t>(n_units), 0);
+  for (size_t n = n_nodes, j = n_units; n > 0; --n) {
+    const int32_t i = from[n][j];
+    for (int32_t u = i; u < static_cast<int32_t>(j); ++u) s.owner[u] = static_cast<int32_t>(n - 1);
+    s.slowest = std::max(s.slowest, c.seconds_for(n - 1, i, static_cast<int32_t>(j)));
+    j = static_cast<size_t>(i);
+  }
+  return s;
+}
+
+}  // namespace
+
+// A token passes every stage in turn, so one sequence's time per token is the sum of the stages':
+// the split with the least sum puts every layer it can on the fastest nodes. Among the splits within
+// kEvenness of that sum, the one whose busiest node is least busy: equal nodes share the layers
+// evenly (each keeps memory headroom) rather than one of them holding everything for a 1% gain.
+std::optional<std::vector<int32_t>> balance_layers(const model::Model& model, const std::vector<Node>& nodes,
+                                                   const Request& request) {
+  constexpr double kEvenness = 0.05;
+  const LayerCosts costs(model, nodes, request);
+  const auto fastest = least_total(costs, nodes.size(), std::numeric_limits<double>::infinity());
+  if (!fastest) return std::nullopt;
+  const double budget = fastest->total * (1 + kEvenness);
+  LayerSplit chosen = *fastest;
+  double lo = 0, hi = fastest->slowest;  // the least cap whose least total stays within budget
+  for (int step = 0; step < 40 && hi - lo > 1e-6 * hi; ++step) {
+    const double cap = (lo + hi) / 2;
+    const auto s = least_total(costs, nodes.size(), cap);
+    if (s && s->total <= budget) hi = cap, chosen = *s;
+    else lo = cap;
+  }
+  return chosen.owner;
+}
+
+std::vector<std::pair<DType, uint64_t>> read_per_token(const model::Model& model, const model::StageConfig& st,
+                                                       bool held) {
+  const model::HParams& hp = model.hparams();
+  const std::set<std::string> has(st.tensors.begin(), st.tensors.end());
+  const std::string embd(gguf::names::tensor::kTokenEmbd);
+  std::vector<std::pair<DType, uint64_t>> out;
+  for (const model::Model::Tensor& t : model.tensors()) {
+    if (!has.count(t.decl.name) || t.decl.mtp) continue;
+    uint64_t bytes = 0;
+    if (t.decl.name == embd) {
+      if (!st.output || model.has_output_weight()) continue;  // the lookup reads one row
+      const int64_t rows = st.shard.split() ? st.shard.vocab.size() : hp.n_vocab;
+      bytes = model::shard_tensor_bytes(model, embd, {}, held && st.repack) / uint64_t(hp.n_vocab) * uint64_t(rows);
+    } else {
+      bytes = model::shard_tensor_bytes(hp, t.decl, *t.info, st.shard, st.input, held && st.repack);
+      if (routed(hp, t.decl)) bytes = bytes / uint64_t(t.decl.n_experts) * uint64_t(hp.n_expert_used);
+    }
+    out.emplace_back(t.info->type, bytes);
+  }
+  return out;
+}
+
+namespace {
+
+// What the links add per token: a hop costs half its round trip; -sm tensor exchanges partial sums
+// twice per layer, each as long as the slowest member's half round trip.
+double link_seconds(const Plan& p, int32_t n_layer) {
+  auto half = [&](int32_t n) { return n >= 0 && n < static_cast<int32_t>(p.nodes.size()) ? p.nodes[n].link_seconds / 2 : 0.0; };
+  double s = 0;
+  if (p.split_mode == SplitMode::kTensor) {
+    double slowest = 0;
+    for (int32_t m : p.tensor_group) slowest = std::max(slowest, half(m));
+    s += 2.0 * n_layer * slowest;
+    for (int32_t m : p.tensor_group) s = m == p.input_node ? s : s + half(m);  // embeddings out, logits back
+    return s;
+  }
+  for (const Transfer& t : p.transfers) s += std::max(half(t.from_node), half(t.to_node));
+  return s;
+}
+
+}  // namespace
+
+void predict(const model::Model& model, bool explicit_flags, Plan& p) {
+  if (!speeds_known(p.nodes)) return;
+  p.predicted_ms.assign(p.nodes.size(), 0.0);
+  double busiest = 0, sum = 0;
+  for (size_t n = 0; n < p.nodes.size() && n < p.node_stages.size(); ++n) {
+    p.predicted_ms[n] = 1e3 * seconds(p.nodes[n].speed, read_per_token(model, p.node_stages[n], false));
+    busiest = std::max(busiest, p.predicted_ms[n]);
+    sum += p.predicted_ms[n];
+  }
+  p.predicted_link_ms = 1e3 * link_seconds(p, model.hparams().n_layer);
+  const double token_ms = (p.split_mode == SplitMode::kTensor ? busiest : sum) + p.predicted_link_ms;
+  p.predicted_tokens_per_s = token_ms > 0 ? 1e3 / token_ms : 0;
+  if (!explicit_flags || busiest <= 0) return;
+  for (size_t n = 0; n < p.predicted_ms.size(); ++n) {
+    const bool runs = p.split_mode == SplitMode::kTensor
+                          ? std::find(p.tensor_group.begin(), p.tensor_group.end(), static_cast<int32_t>(n)) != p.tensor_group.end()
+                          : p.predicted_ms[n] > 0;
+    const double idle = 1.0 - p.predicted_ms[n] / busiest;
+    if (!runs || idle <= kIdleWarning) continue;
+    p.warnings.push_back(fmt::format("{} is predicted idle {:.0f}% of each token ({:.1f} of the busiest node's {:.1f} ms) "
+                                     "with these flags; -ts auto gives each node an equal time",
+                                     node_label(p.nodes, static_cast<int32_t>(n)), 100 * idle, p.predicted_ms[n], busiest));
+  }
+}
+
+std::string predicted_times(const Plan& p) {
+  std::string s;
+  for (size_t n = 0; n < p.predicted_ms.size(); ++n) {
+    s += fmt::format("{}{} {:.1f} ms", s.empty() ? "" : ", ", node_label(p.nodes, static_cast<int32_t>(n)), p.predicted_ms[n]);
+  }
+  return s;
+}
+
+}  // namespace strata::plan::detail
