@@ -26,7 +26,8 @@ void add_cluster_flags(CLI::App& cmd, ClusterFlags& f) {
   cmd.add_option("--rpc", f.rpc, "workers, comma separated: host:port,host:port")->group(group);
   cmd.add_option("--tensor-split", f.tensor_split,
                  "(-ts) layer ratios over the workers in --rpc order, e.g. 3,2; one extra leading value puts "
-                 "this machine first")->group(group);
+                 "this machine first; auto (the default without -ts, -ngl and -ot): split by the nodes' measured "
+                 "speeds within memory, for the least predicted time per token (strata plan shows it)")->group(group);
   cmd.add_option("--expert-split", f.expert_split,
                  "-sm tensor: how routed experts are cut: rows (rows of every expert on every node) or whole (each "
                  "node holds whole experts and runs only a token's experts it holds)")
@@ -41,6 +42,9 @@ void add_cluster_flags(CLI::App& cmd, ClusterFlags& f) {
   cmd.add_flag("--strict-placement", f.strict_placement, "fail (exit 2) when -ot overrides -ts/-ngl")->group(group);
   cmd.add_option("--local-workers", f.local_workers, "start N workers on loopback for this run")
       ->group(group)->check(CLI::Range(0, 16));
+  cmd.add_option("--local-worker-cpus", f.local_worker_cpus,
+                 "CPU time each local worker may use, in cores, e.g. 1,0.5 (a cgroup each): an uneven cluster on one "
+                 "machine")->group(group);
   cmd.add_option("--worker-threads", f.worker_threads, "threads per worker (0: the worker's own)")
       ->group(group)->check(CLI::Range(0, 1024));
   cmd.add_option("--token", f.token, "shared token for the workers")->group(group);
@@ -76,7 +80,9 @@ Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::Loca
   if (!c.rpc.empty()) {
     STRATA_ASSIGN(cluster.workers, plan::parse_rpc_list(c.rpc));
   }
-  if (!c.tensor_split.empty()) {
+  if (c.tensor_split == "auto") {
+    cluster.tensor_split_auto = true;
+  } else if (!c.tensor_split.empty()) {
     STRATA_ASSIGN(cluster.tensor_split, plan::parse_tensor_split(c.tensor_split));
   }
   cluster.n_gpu_layers = c.n_gpu_layers;
@@ -99,7 +105,13 @@ Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::Loca
   }
   if (c.local_workers > 0) {
     const int32_t threads = c.worker_threads > 0 ? c.worker_threads : 1;
-    STRATA_ASSIGN(workers, runtime::LocalWorkers::start(c.local_workers, threads, net::default_cache_dir()));
+    std::vector<double> cpus;
+    if (!c.local_worker_cpus.empty()) {
+      auto parsed = plan::parse_tensor_split(c.local_worker_cpus);
+      if (!parsed.ok()) return make_error("--local-worker-cpus: {}", parsed.error().message);
+      cpus = *parsed;
+    }
+    STRATA_ASSIGN(workers, runtime::LocalWorkers::start(c.local_workers, threads, default_cache_dir(), cpus));
     for (const std::string& endpoint : workers.endpoints()) cluster.workers.push_back(endpoint);
     if (security.token.empty()) security.token = workers.token();
   }

@@ -22,6 +22,7 @@ struct ClusterFlags {
   std::vector<std::string> overrides;
   bool strict_placement = false;
   int32_t local_workers = 0;
+  std::string local_worker_cpus;  // "1,0.5": CPU time per local worker, in cores
   int32_t worker_threads = 0;
   std::string token, token_file, tls_ca, tls_cert, tls_key;
   int32_t timeout_ms = 30000;

@@ -63,6 +63,7 @@ WorkerProcess& WorkerProcess::operator=(WorkerProcess&& o) noexcept {
     stop();
     pid_ = o.pid_;
     status_ = o.status_;
+    share_ = std::move(o.share_);
     port_ = o.port_;
     endpoint_ = std::move(o.endpoint_);
     o.pid_ = -1;
@@ -92,6 +93,16 @@ Result<WorkerProcess> WorkerProcess::spawn(const WorkerSpawn& s) {
     if (log_fd >= 0) ::close(log_fd);
     return make_error("pipe failed");
   }
+  CpuShare share;
+  if (s.cpu_cores > 0) {
+    auto created = CpuShare::create(s.cpu_cores);
+    if (!created.ok()) {
+      ::close(out[0]), ::close(out[1]);
+      if (log_fd >= 0) ::close(log_fd);
+      return make_error("cannot hold the worker to {} cores: {}", s.cpu_cores, created.error().message);
+    }
+    share = std::move(*created);
+  }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return make_error("fork failed");
@@ -99,6 +110,7 @@ Result<WorkerProcess> WorkerProcess::spawn(const WorkerSpawn& s) {
     // The child dies with the coordinator, even if the coordinator is killed.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(1);
+    if (!share.empty() && !share.join()) ::_exit(126);
     ::dup2(out[1], STDOUT_FILENO);
     if (log_fd >= 0) ::dup2(log_fd, STDERR_FILENO);
     ::execv(argv[0], argv.data());
@@ -108,6 +120,7 @@ Result<WorkerProcess> WorkerProcess::spawn(const WorkerSpawn& s) {
   if (log_fd >= 0) ::close(log_fd);
   WorkerProcess w;
   w.pid_ = pid;
+  w.share_ = std::move(share);
   auto line = read_line(out[0], std::chrono::steady_clock::now() + std::chrono::seconds(30));
   ::close(out[0]);
   const std::string prefix = "strata worker listening on ";
@@ -131,6 +144,7 @@ int WorkerProcess::kill(int sig) {
   int status = 0;
   if (::waitpid(pid_, &status, 0) == pid_) status_ = exit_status(status);
   pid_ = -1;
+  share_.remove();
   return status_;
 }
 
@@ -142,6 +156,7 @@ int WorkerProcess::stop() {
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       status_ = exit_status(status);
       pid_ = -1;
+      share_.remove();
       return status_;
     }
     ::usleep(20000);
@@ -182,8 +197,12 @@ bool LocalWorkers::stop() {
   return clean;
 }
 
-Result<LocalWorkers> LocalWorkers::start(int32_t n, int32_t threads, const std::string& cache_dir) {
+Result<LocalWorkers> LocalWorkers::start(int32_t n, int32_t threads, const std::string& cache_dir,
+                                         const std::vector<double>& cpu_cores) {
   if (n < 1 || n > 16) return make_error("--local-workers {} out of range 1..16", n);
+  if (!cpu_cores.empty() && cpu_cores.size() != static_cast<size_t>(n)) {
+    return make_error("--local-worker-cpus has {} values for {} local workers", cpu_cores.size(), n);
+  }
   LocalWorkers w;
   w.token_ = random_token();
   STRATA_ASSIGN(w.token_file_, write_token_file(w.token_));
@@ -192,9 +211,11 @@ Result<LocalWorkers> LocalWorkers::start(int32_t n, int32_t threads, const std::
     s.threads = threads;
     s.token_file = w.token_file_;
     s.cache_dir = cache_dir + "/local-worker-" + std::to_string(i);
+    s.cpu_cores = cpu_cores.empty() ? 0 : cpu_cores[i];
     auto p = WorkerProcess::spawn(s);
     if (!p.ok()) return make_error("local worker {}: {}", i, p.error().message);
-    spdlog::info("local worker {} (pid {}) on {}", i, p->pid(), p->endpoint());
+    spdlog::info("local worker {} (pid {}) on {}{}", i, p->pid(), p->endpoint(),
+                 s.cpu_cores > 0 ? fmt::format(", held to {} cores of CPU time", s.cpu_cores) : "");
     w.workers_.push_back(std::move(*p));
   }
   return w;

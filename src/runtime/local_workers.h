@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "runtime/cpu_share.h"
 
 namespace strata::runtime {
 
@@ -20,6 +21,7 @@ struct WorkerSpawn {
   std::string cache_dir;
   std::vector<std::string> extra_args;
   std::string log_path;    // appends the worker's stderr (its log) here; empty: inherits this process's
+  double cpu_cores = 0;    // > 0: held to this much CPU time in a cgroup of its own (CpuShare)
 };
 
 class WorkerProcess {
@@ -45,14 +47,17 @@ class WorkerProcess {
  private:
   pid_t pid_ = -1;
   int status_ = -1;
+  CpuShare share_;  // removed once the process is reaped
   int32_t port_ = 0;
   std::string endpoint_;
 };
 
 class LocalWorkers {
  public:
-  // Starts n workers with `threads` threads each and a shared random token.
-  static Result<LocalWorkers> start(int32_t n, int32_t threads, const std::string& cache_dir);
+  // Starts n workers with `threads` threads each and a shared random token; `cpu_cores`, when given
+  // (one value per worker, 0 for none), holds each to that much CPU time (CpuShare).
+  static Result<LocalWorkers> start(int32_t n, int32_t threads, const std::string& cache_dir,
+                                    const std::vector<double>& cpu_cores = {});
   LocalWorkers() = default;
   LocalWorkers(LocalWorkers&& o) noexcept { *this = std::move(o); }
   LocalWorkers& operator=(LocalWorkers&& o) noexcept;
