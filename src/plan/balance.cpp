@@ -169,10 +169,11 @@ std::optional<LayerSplit> least_total(const LayerCosts& c, size_t n_nodes, doubl
 // A token passes every stage in turn, so one sequence's time per token is the sum of the stages':
 // the split with the least sum puts every layer it can on the fastest nodes. Among the splits within
 // kEvenness of that sum, the one whose busiest node is least busy: equal nodes share the layers
-// evenly (each keeps memory headroom) rather than one of them holding everything for a 1% gain.
+// evenly (each keeps memory headroom) rather than one holding everything for a gain under 2% (about
+// what the links of one more hop cost).
 std::optional<std::vector<int32_t>> balance_layers(const model::Model& model, const std::vector<Node>& nodes,
                                                    const Request& request) {
-  constexpr double kEvenness = 0.05;
+  constexpr double kEvenness = 0.02;
   const LayerCosts costs(model, nodes, request);
   const auto fastest = least_total(costs, nodes.size(), std::numeric_limits<double>::infinity());
   if (!fastest) return std::nullopt;
@@ -249,8 +250,8 @@ void predict(const model::Model& model, bool explicit_flags, Plan& p) {
                           : p.predicted_ms[n] > 0;
     const double idle = 1.0 - p.predicted_ms[n] / busiest;
     if (!runs || idle <= kIdleWarning) continue;
-    p.warnings.push_back(fmt::format("{} is predicted idle {:.0f}% of each token ({:.1f} of the busiest node's {:.1f} ms) "
-                                     "with these flags; -ts auto gives each node an equal time",
+    p.warnings.push_back(fmt::format("{} is predicted idle {:.0f}% of the busiest node's time per token ({:.1f} of {:.1f} "
+                                     "ms) with these flags; -ts auto places by the nodes' measured speeds",
                                      node_label(p.nodes, static_cast<int32_t>(n)), 100 * idle, p.predicted_ms[n], busiest));
   }
 }

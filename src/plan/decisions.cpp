@@ -32,7 +32,7 @@ std::string describe(const std::vector<Node>& nodes, int32_t n_layer, const Deci
       return fmt::format("split by usable memory: {} -> {}{}", d.detail, detail::placement_summary(nodes, d.owner), zero);
     case K::kSplitBySpeed:
       return fmt::format("-ts auto: the layers split for the least predicted time per token within memory (a token "
-                         "passes every stage in turn, so the faster nodes take the layers; nodes within 5% share them "
+                         "passes every stage in turn, so the faster nodes take the layers; nodes within 2% share them "
                          "evenly), from each node's measured speed ({}) -> {}",
                          d.detail, detail::placement_summary(nodes, d.owner));
     case K::kSplitByFlags:

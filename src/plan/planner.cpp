@@ -82,7 +82,7 @@ bool split_by_speed(const model::Model& model, const std::vector<Node>& nodes, c
   auto owner = detail::balance_layers(model, nodes, request);
   if (!owner) return false;  // nothing fits: the memory split's refusal names the fix
   flags.owner = *owner;
-  flags.output_follows_last = true;
+  flags.output_follows_last = false;  // the split placed the output head too
   flags.flag_text = "-ts auto";
   flags.decision.kind = Decision::Kind::kSplitBySpeed;
   flags.decision.flags = flags.flag_text;

@@ -14,8 +14,10 @@ namespace strata::runtime {
 namespace {
 
 // A short period: with the usual 100 ms, a node busy for 20 ms of each token never meets its quota
-// and runs at full speed; a 2 ms period throttles even bursts of a few ms to the share.
-long period_us(double cores) { return std::max(1000L, std::lround(std::ceil(1000.0 / cores))); }
+// and runs at full speed; with 10 ms, bursts of a few ms are held to the share. Not shorter: the
+// scheduler hands out quota in 5 ms slices (sched_cfs_bandwidth_slice_us), and a quota under one
+// slice throttles even a process that stays within it.
+long period_us(double cores) { return std::max(10000L, std::lround(std::ceil(5000.0 / cores))); }
 
 bool write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
@@ -44,7 +46,7 @@ CpuShare& CpuShare::operator=(CpuShare&& o) noexcept {
 
 Result<CpuShare> CpuShare::create(double cores) {
   if (!std::isfinite(cores) || cores < 0.05 || cores > 1024) return make_error("CPU share {} out of range 0.05..1024 cores", cores);
-  const long period = period_us(cores), quota = std::max(1000L, std::lround(cores * static_cast<double>(period)));
+  const long period = period_us(cores), quota = std::lround(cores * static_cast<double>(period));
   std::string why;
   // At the top of the hierarchy (beside this process's cgroup, not in it: a child cannot have more
   // than its parent, and the coordinator may be held to a share of its own).

@@ -121,7 +121,7 @@ Result<WorkerProcess> WorkerProcess::spawn(const WorkerSpawn& s) {
   WorkerProcess w;
   w.pid_ = pid;
   w.share_ = std::move(share);
-  auto line = read_line(out[0], std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  auto line = read_line(out[0], std::chrono::steady_clock::now() + std::chrono::seconds(60));
   ::close(out[0]);
   const std::string prefix = "strata worker listening on ";
   if (!line.ok() || line->rfind(prefix, 0) != 0) {

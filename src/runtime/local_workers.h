@@ -26,7 +26,8 @@ struct WorkerSpawn {
 
 class WorkerProcess {
  public:
-  // Starts a worker on 127.0.0.1 and waits (up to 30 s) until it prints its port.
+  // Starts a worker on 127.0.0.1 and waits (up to 60 s: its first start on a host measures its speed)
+  // until it prints its port.
   static Result<WorkerProcess> spawn(const WorkerSpawn& spawn);
   WorkerProcess() = default;
   WorkerProcess(WorkerProcess&& o) noexcept { *this = std::move(o); }

@@ -72,6 +72,32 @@ TEST_F(FakeProc, huge_page_bytes_read_after_the_rollup_header) {
   EXPECT_EQ(huge_page_bytes((root_ / "missing").string()), 0u);
 }
 
+// The CPU quota (a node's speed is cached per quota): v2 cpu.max, v1 cfs quota over period, the
+// tightest on the path from the root; "max", -1 or no file mean none.
+TEST_F(FakeProc, cpu_quota_is_the_tightest_on_the_cgroup_path_in_v1_and_v2) {
+  auto quota = [&] { return cpu_quota_cores((root_ / "proc-cgroup").string(), (root_ / "cgroup").string()); };
+  write("proc-cgroup", "0::/a/b\n");
+  EXPECT_EQ(quota(), 0.0);  // no files: unlimited
+  fs::create_directories(root_ / "cgroup" / "a" / "b");
+  write("cgroup/a/b/cpu.max", "max 100000\n");
+  EXPECT_EQ(quota(), 0.0);
+  write("cgroup/a/cpu.max", "150000 100000\n");
+  EXPECT_DOUBLE_EQ(quota(), 1.5);
+  write("cgroup/a/b/cpu.max", "50000 100000\n");
+  EXPECT_DOUBLE_EQ(quota(), 0.5);
+  // v1: the cpu hierarchy, named by its controllers.
+  write("proc-cgroup", "4:memory:/x\n3:cpu,cpuacct:/w\n0::/\n");
+  fs::create_directories(root_ / "cgroup" / "cpu,cpuacct" / "w");
+  write("cgroup/cpu,cpuacct/w/cpu.cfs_quota_us", "-1\n");
+  write("cgroup/cpu,cpuacct/w/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(quota(), 0.0);
+  write("cgroup/cpu,cpuacct/w/cpu.cfs_quota_us", "1000\n");
+  write("cgroup/cpu,cpuacct/w/cpu.cfs_period_us", "2000\n");
+  EXPECT_DOUBLE_EQ(quota(), 0.5);
+  write("proc-cgroup", "3:cpu:/../../etc\n");  // a path that climbs out is not followed
+  EXPECT_EQ(quota(), 0.0);
+}
+
 TEST(System, this_machine_reports_some_memory_and_threads) {
   const MemoryFacts f = read_memory_facts();
   EXPECT_GT(f.limit, 0u);

@@ -15,7 +15,8 @@
 
 namespace strata::testing {
 
-TestCluster::TestCluster(int n, int threads, const std::string& name, const std::vector<std::string>& worker_args) {
+TestCluster::TestCluster(int n, int threads, const std::string& name, const std::vector<std::string>& worker_args,
+                         const std::function<void(int, runtime::WorkerSpawn&)>& adjust) {
   root_ = (std::filesystem::temp_directory_path() / ("strata-test-" + name + "-" + std::to_string(::getpid()))).string();
   std::filesystem::remove_all(root_);
   std::filesystem::create_directories(root_);
@@ -34,6 +35,7 @@ TestCluster::TestCluster(int n, int threads, const std::string& name, const std:
     s.cache_dir = cache_dir(i);
     s.log_path = log_path(i);
     s.extra_args = worker_args;
+    if (adjust) adjust(i, s);
     auto w = runtime::WorkerProcess::spawn(s);
     if (!w.ok()) {
       error_ = w.error().message + "\n" + testing::log_tail(s.log_path);

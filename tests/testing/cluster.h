@@ -17,8 +17,10 @@ class TestCluster {
   // Starts n workers (strata binary, random ports, a shared token, a fresh cache dir per worker).
   // The destructor stops them and records a test failure for each one that does not exit with 0.
   // `worker_args` go to every worker's command line (e.g. "-v" for its info lines in its log).
+  // `adjust(i, spawn)` may change worker i's spawn (its threads, CPU share, ...) before it starts.
   explicit TestCluster(int n, int threads = 1, const std::string& name = "cluster",
-                       const std::vector<std::string>& worker_args = {});
+                       const std::vector<std::string>& worker_args = {},
+                       const std::function<void(int, runtime::WorkerSpawn&)>& adjust = {});
   ~TestCluster();
 
   bool ok() const { return error_.empty(); }
