@@ -57,7 +57,8 @@ Result<plan::Node> worker_node(exec::StageExecutor& worker, const ClusterOptions
   plan::Node n = plan::worker_node(worker.name(), facts.memory_available,
                                    cluster.worker_threads > 0 ? cluster.worker_threads : facts.threads, facts.memory_limit,
                                    facts.cpu_features);
-  n.speed = facts.speed;
+  // Its speed is for its own thread count; --worker-threads with another leaves it unknown.
+  if (n.threads == facts.threads) n.speed = facts.speed;
   // The link's round trip: the best of a few Pings (the first may still set the connection up).
   for (int i = 0; i < 4; ++i) {
     const auto start = std::chrono::steady_clock::now();
@@ -286,7 +287,9 @@ Status Engine::recover() {
   }
   if (group_) STRATA_TRY(join_group());  // a failed exchange leaves every member's links failed
   for (int32_t s = 0; s < n_seq(); ++s) {
-    for (auto& node : nodes_) STRATA_TRY(node->seq_op(exec::SeqOp::kClear, s, 0, 0));
+    for (size_t n = 0; n < nodes_.size(); ++n) {
+      if (keeps_sequences(n)) STRATA_TRY(nodes_[n]->seq_op(exec::SeqOp::kClear, s, 0, 0));
+    }
   }
   broken_ = false;
   ++resets_;
@@ -432,10 +435,17 @@ Result<std::vector<float>> Engine::run_hops(const model::Batch& batch, std::vect
 
 // The coordinator first, then every worker; a worker failure leaves the caches disagreeing, so the
 // next call recovers first.
+bool Engine::keeps_sequences(size_t n) const {
+  if (n == 0 || n >= plan_.node_stages.size()) return true;
+  const model::StageConfig& s = plan_.node_stages[n];
+  return s.output || std::find(s.owned.begin(), s.owned.end(), 1) != s.owned.end();
+}
+
 Status Engine::seq_op_everywhere(exec::SeqOp op, int32_t seq, int32_t p0, int32_t dst) {
   std::lock_guard lock(mu_);
   if (broken_) STRATA_TRY(recover_or_fail_fast());
   for (size_t n = 0; n < nodes_.size(); ++n) {
+    if (!keeps_sequences(n)) continue;
     if (auto s = nodes_[n]->seq_op(op, seq, p0, dst); !s.ok()) {
       if (n > 0) mark_broken();
       return s;
@@ -461,6 +471,7 @@ Status Engine::stash(int32_t seq, int32_t id) {
   std::lock_guard lock(mu_);
   if (broken_) STRATA_TRY(recover_or_fail_fast());
   for (size_t n = 0; n < nodes_.size(); ++n) {
+    if (!keeps_sequences(n)) continue;
     auto s = nodes_[n]->seq_op(exec::SeqOp::kStash, seq, 0, id);
     if (s.ok()) continue;
     if (s.error().code != ErrorCode::kResourceExhausted) {
@@ -468,7 +479,7 @@ Status Engine::stash(int32_t seq, int32_t id) {
       return s;
     }
     for (size_t m = 0; m < n; ++m) {
-      if (!nodes_[m]->seq_op(exec::SeqOp::kDropStash, seq, 0, id).ok() && m > 0) mark_broken();
+      if (keeps_sequences(m) && !nodes_[m]->seq_op(exec::SeqOp::kDropStash, seq, 0, id).ok() && m > 0) mark_broken();
     }
     return s;
   }

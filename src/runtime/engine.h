@@ -167,6 +167,9 @@ class Engine {
   void mark_broken();
   Status recover();
   Status recover_or_fail_fast();
+  // Whether node n keeps sequence state (KV cache, recurrent state, positions): it embeds, runs a
+  // layer or the output head. A worker the plan left without any holds nothing to clear or restore.
+  bool keeps_sequences(size_t n) const;
   Status seq_op_everywhere(exec::SeqOp op, int32_t seq, int32_t p0, int32_t dst);
   Status join_group();
   Result<std::vector<float>> run_hops(const model::Batch& batch, std::vector<float>& hidden, int32_t top_k);

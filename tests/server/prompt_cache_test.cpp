@@ -162,7 +162,20 @@ TEST(PromptCache, hybrid_model_resumes_from_checkpoints_kept_by_two_workers) {
   STRATA_SHARED_FILE(model, "models/synth/qwen35moe-f32.gguf");
   testing::TestCluster cluster(2);
   ASSERT_TRUE(cluster.ok()) << cluster.error();
-  two_turns_reuse_the_first(testing::cluster_options(model, cluster, 1024));
+  runtime::EngineOptions o = testing::cluster_options(model, cluster, 1024);
+  o.cluster.tensor_split = {1, 1, 1};  // every node holds layers (-ts auto would keep this small model here)
+  two_turns_reuse_the_first(o);
+}
+
+// Workers that hold no layer (the plan left them out: -ts auto on a model that runs faster on this
+// machine alone, or a zero in -ts) keep no sequence: checkpoints restore where the layers are.
+TEST(PromptCache, hybrid_model_resumes_when_the_workers_hold_nothing) {
+  STRATA_SHARED_FILE(model, "models/synth/qwen35moe-f32.gguf");
+  testing::TestCluster cluster(2);
+  ASSERT_TRUE(cluster.ok()) << cluster.error();
+  runtime::EngineOptions o = testing::cluster_options(model, cluster, 1024);
+  o.cluster.tensor_split = {1, 0, 0};
+  two_turns_reuse_the_first(o);
 }
 
 // Two conversations on -np 2: each turn goes back to the slot holding its conversation.
