@@ -33,7 +33,7 @@ json chat_body(const json& messages, bool cache) {
 
 TEST(PromptCacheHttp, second_turn_reports_cached_tokens_and_matches_an_uncached_answer) {
   STRATA_SHARED_FILE(model, "models/synth/qwen35moe-f32.gguf");
-  testing::ServeProcess server({"-m", model, "-c", "2048", "--local-workers", "2"},
+  testing::ServeProcess server({"-m", model, "-c", "2048", "--local-workers", "2", "-ts", "1,1,1"},
                                "prompt-cache-http");
   ASSERT_TRUE(server.ok()) << server.log();
   httplib::Client c = server.client();
@@ -102,7 +102,7 @@ TEST(PromptCacheHttp, side_requests_between_turns_leave_the_conversation_in_host
   std::vector<int> kept, lost;
   std::vector<json> with_cache, fresh;
   {
-    testing::ServeProcess server({"-m", model, "-c", "4096", "-np", "1", "--cache-ram", "64", "--local-workers", "2"},
+    testing::ServeProcess server({"-m", model, "-c", "4096", "-np", "1", "--cache-ram", "64", "--local-workers", "2", "-ts", "1,1,1"},
                                  "agent-host-cache");
     ASSERT_TRUE(server.ok()) << server.log();
     httplib::Client c = server.client();
@@ -112,7 +112,7 @@ TEST(PromptCacheHttp, side_requests_between_turns_leave_the_conversation_in_host
     EXPECT_NE(metrics->body.find("strata_host_cache_restored_total 2"), std::string::npos) << metrics->body;
   }
   {
-    testing::ServeProcess server({"-m", model, "-c", "4096", "-np", "1", "--cache-ram", "0", "--local-workers", "2"},
+    testing::ServeProcess server({"-m", model, "-c", "4096", "-np", "1", "--cache-ram", "0", "--local-workers", "2", "-ts", "1,1,1"},
                                  "agent-no-host-cache");
     ASSERT_TRUE(server.ok()) << server.log();
     httplib::Client c = server.client();
@@ -143,7 +143,7 @@ TEST(PromptCacheHttp, a_saved_slot_resumes_in_a_restarted_server_computing_only_
   const std::filesystem::path dir = testing::server_tmp_dir() / "slot-files";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  const std::vector<std::string> flags = {"-m", model, "-c", "2048", "-np", "1", "--local-workers", "2",
+  const std::vector<std::string> flags = {"-m", model, "-c", "2048", "-np", "1", "--local-workers", "2", "-ts", "1,1,1",
                                           "--slot-save-path", dir.string()};
   std::string system = "You are a careful assistant.";
   for (int i = 0; i < 20; ++i) system += " Rule " + std::to_string(i) + ": keep answers short.";

@@ -63,7 +63,7 @@ TEST(Server, official_openai_client_gets_strata_runs_greedy_outputs_over_two_loc
                {"chat_completion", strata_run("<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n", n)}};
   const std::string dir = node_dir();
   std::ofstream(dir + "/expected.json") << want.dump();
-  Server server({"-m", model_path(), "-c", "1024", "--parallel", "2", "--local-workers", "2"}, "openai");
+  Server server({"-m", model_path(), "-c", "1024", "--parallel", "2", "--local-workers", "2", "-ts", "1,1,1"}, "openai");
   ASSERT_TRUE(server.ok()) << server.log();
   const auto r = testing::run_command("node " + testing::shell_quote(dir + "/openai_client.mjs") + " " + server.url() +
                                       " " + testing::shell_quote(dir + "/expected.json"));
@@ -496,7 +496,7 @@ TEST(Server, web_page_streams_an_answer_and_shows_the_cluster_in_headless_chromi
   if (model_path().empty()) return;
   ASSERT_TRUE(fs::exists("/usr/bin/chromium")) << "Debian's chromium package is missing (scripts/setup.sh installs it)";
   const std::string dir = node_dir();
-  Server server({"-m", model_path(), "-c", "1024", "--local-workers", "2"}, "web");
+  Server server({"-m", model_path(), "-c", "1024", "--local-workers", "2", "-ts", "1,1,1"}, "web");
   ASSERT_TRUE(server.ok()) << server.log();
   const std::string png = (fs::path(STRATA_BUILD_DIR) / "web-page.png").string();
   const auto r = testing::run_command("node " + testing::shell_quote(dir + "/web_page.mjs") + " " + server.url() + "/ " +
