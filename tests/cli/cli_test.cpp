@@ -160,6 +160,30 @@ TEST(Cli, plan_shows_what_the_host_prompt_cache_keeps_on_each_node) {
   EXPECT_NE(r.out.find("host prompt cache (--cache-ram): off"), std::string::npos) << r.out;
 }
 
+// With workers, strata plan places by the nodes' measured speeds unless flags say otherwise, and
+// prints each node's predicted ms per token, the tokens/s and the speeds it used; "-ts auto" is the
+// same as no -ts, and a -ts that is neither numbers nor auto is refused by name.
+TEST(Cli, plan_predicts_each_nodes_time_per_token_and_ts_auto_places_by_speed) {
+  STRATA_SHARED_FILE(model, "models/synth/llama-dense-q4_k_m.gguf");
+  const std::string base = strata() + " plan -m " + shell_quote(model) + " -c 512 -t 1 --local-workers 1";
+  for (const char* ts : {"", " -ts auto"}) {
+    auto r = run_command(base + ts);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("total / usable +ms/token\\n"))) << r.out;
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("\\npredicted: [0-9.]+ tokens/s for one sequence"))) << r.out;
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("\\n  speed of 127\\.0\\.0\\.1:[0-9]+ \\(1 threads\\): read [0-9.]+ GB/s; "
+                                                     "one-token products F32 [0-9.]+, .*Q6_K [0-9.]+ GB/s\\n"))) << r.out;
+    EXPECT_NE(r.out.find("decision: -ts auto: the layers split for the least predicted time per token"), std::string::npos)
+        << r.out;
+  }
+  auto r = run_command(base + " -ts 1,1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("decision: -ts 1,1 over"), std::string::npos) << r.out;
+  r = run_command(base + " -ts fast");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("fast"), std::string::npos) << r.err;
+}
+
 TEST(Cli, info_reads_every_shared_model_and_refuses_gguf_v1) {
   const auto dir = testing::shared_dir() / "models";
   ASSERT_TRUE(std::filesystem::exists(dir)) << "shared test data missing: " << dir;
