@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <string>
 
 namespace strata::runtime {
@@ -46,41 +47,42 @@ CpuShare& CpuShare::operator=(CpuShare&& o) noexcept {
   return *this;
 }
 
+// A new cgroup under `root` with `files` written (its quota); on failure `why` says what failed.
+std::optional<CpuShare> CpuShare::make(const std::string& root, const std::vector<std::pair<std::string, std::string>>& files,
+                                       double cores, std::string& why) {
+  const std::string dir = root + new_name();
+  if (::mkdir(dir.c_str(), 0755) != 0) {
+    why = "cannot create " + dir;
+    return std::nullopt;
+  }
+  CpuShare s;
+  s.dir_ = dir, s.procs_ = dir + "/cgroup.procs", s.cores_ = cores;
+  for (const auto& [name, value] : files) {
+    if (!write_file(dir + "/" + name, value)) {
+      why = "cannot write " + dir + "/" + name + " (is the cpu controller enabled there?)";
+      return std::nullopt;  // s removes the directory
+    }
+  }
+  return s;
+}
+
 Result<CpuShare> CpuShare::create(double cores) {
   if (!std::isfinite(cores) || cores < 0.05 || cores > 1024) return make_error("CPU share {} out of range 0.05..1024 cores", cores);
-  const long period = period_us(cores), quota = std::lround(cores * static_cast<double>(period));
+  const std::string period = std::to_string(period_us(cores)),
+                    quota = std::to_string(std::lround(cores * static_cast<double>(period_us(cores))));
   std::string why;
   // At the top of the hierarchy (beside this process's cgroup, not in it: a child cannot have more
-  // than its parent, and the coordinator may be held to a share of its own).
-  // cgroup v1: the cpu hierarchy (cpu or cpu,cpuacct).
+  // than its parent, and the coordinator may be held to a share of its own). cgroup v1 first: the cpu
+  // hierarchy (cpu or cpu,cpuacct).
   for (const std::string root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
     if (::access((root + "/cgroup.procs").c_str(), W_OK) != 0) continue;
-    const std::string dir = root + new_name();
-    if (::mkdir(dir.c_str(), 0755) != 0) {
-      why = "cannot create " + dir;
-      continue;
-    }
-    CpuShare s;
-    s.dir_ = dir, s.procs_ = dir + "/cgroup.procs", s.cores_ = cores;
-    if (write_file(dir + "/cpu.cfs_period_us", std::to_string(period)) &&
-        write_file(dir + "/cpu.cfs_quota_us", std::to_string(quota))) {
-      return s;
-    }
-    why = "cannot set the quota of " + dir;
+    if (auto s = make(root, {{"cpu.cfs_period_us", period}, {"cpu.cfs_quota_us", quota}}, cores, why)) return std::move(*s);
   }
   // cgroup v2: a cgroup with the cpu controller (enabled for the root's children by most systems).
   for (const std::string root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
     if (::access((root + "/cgroup.subtree_control").c_str(), W_OK) != 0) continue;
     write_file(root + "/cgroup.subtree_control", "+cpu");  // refused where the root holds processes itself
-    const std::string dir = root + new_name();
-    if (::mkdir(dir.c_str(), 0755) != 0) {
-      why = "cannot create " + dir;
-      continue;
-    }
-    CpuShare s;
-    s.dir_ = dir, s.procs_ = dir + "/cgroup.procs", s.cores_ = cores;
-    if (write_file(dir + "/cpu.max", std::to_string(quota) + " " + std::to_string(period))) return s;
-    why = "the cpu controller is not enabled for " + root + "'s children";
+    if (auto s = make(root, {{"cpu.max", quota + " " + period}}, cores, why)) return std::move(*s);
   }
   return make_error("no writable cgroup cpu controller here ({})", why.empty() ? "no cgroup tree found" : why);
 }

@@ -3,7 +3,10 @@
 // workers held to different shares, for tests and benchmarks of how the plan weighs node speeds.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/result.h"
 
@@ -27,6 +30,8 @@ class CpuShare {
   void remove();
 
  private:
+  static std::optional<CpuShare> make(const std::string& root, const std::vector<std::pair<std::string, std::string>>& files,
+                                      double cores, std::string& why);
   std::string dir_, procs_;
   double cores_ = 0;
 };

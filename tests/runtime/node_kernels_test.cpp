@@ -53,14 +53,7 @@ TEST(NodeKernels, a_worker_without_avx2_is_planned_by_its_own_kernels_and_holds_
   EXPECT_EQ(logged_weight_bytes(cluster.log_path(0)), p.bytes[1].weights) << testing::log_tail(cluster.log_path(0));
 
   // The scalar worker's layers give the tokens one node gives.
-  auto one = Engine::load(testing::single_node_options(model));
-  ASSERT_TRUE(one.ok()) << one.error().message;
-  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 432, 383, 286};
-  Status st;
-  const std::vector<int32_t> want = testing::greedy_tokens(**one, prompt, 8, &st);
-  ASSERT_TRUE(st.ok()) << st.error().message;
-  EXPECT_EQ(testing::greedy_tokens(**e, prompt, 8, &st), want);
-  ASSERT_TRUE(st.ok()) << st.error().message;
+  testing::expect_greedy_tokens_of_one_node(**e, model);
 }
 
 }  // namespace

@@ -6,12 +6,15 @@
 // over the real workers gives one node's tokens. Run alone (RUN_SERIAL): another test's load on the
 // cores would move the speeds it compares.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
+#include "base/system.h"
 #include "plan/plan_test_util.h"
 #include "runtime/cpu_share.h"
 #include "runtime/engine.h"
@@ -20,6 +23,20 @@
 
 namespace strata::runtime {
 namespace {
+
+// A share refuses what no cgroup can hold; where the host allows one, a process that joins it sees its
+// quota (cpu_quota_cores, which keys the speed cache) and the cgroup goes when the share does.
+TEST(CpuShare, holds_a_process_that_joins_it_to_its_cores) {
+  for (double bad : {0.0, 0.01, -1.0, 2000.0, std::nan("")}) EXPECT_FALSE(CpuShare::create(bad).ok()) << bad;
+  auto share = CpuShare::create(0.5);
+  if (!share.ok()) GTEST_SKIP() << "no writable cgroup cpu controller here: " << share.error().message;
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(share->join() ? static_cast<int>(cpu_quota_cores() * 100) : 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 50);
+}
 
 class UnevenCluster : public ::testing::Test {
  protected:
@@ -91,14 +108,7 @@ TEST_F(UnevenCluster, the_plan_follows_the_speeds_the_workers_measured) {
   ASSERT_TRUE(e.ok()) << e.error().message;
   EXPECT_EQ((*e)->plan().decisions.front().kind, plan::Decision::Kind::kSplitBySpeed);
   EXPECT_GT((*e)->plan().predicted_tokens_per_s, 0);
-  auto one = Engine::load(testing::single_node_options(path));
-  ASSERT_TRUE(one.ok()) << one.error().message;
-  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 432, 383, 286};
-  Status st;
-  const std::vector<int32_t> want = testing::greedy_tokens(**one, prompt, 8, &st);
-  ASSERT_TRUE(st.ok()) << st.error().message;
-  EXPECT_EQ(testing::greedy_tokens(**e, prompt, 8, &st), want);
-  ASSERT_TRUE(st.ok()) << st.error().message;
+  testing::expect_greedy_tokens_of_one_node(**e, path);
 }
 
 }  // namespace

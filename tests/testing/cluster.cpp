@@ -85,6 +85,17 @@ bool TestCluster::restart(int i, int threads) {
   return false;
 }
 
+void expect_greedy_tokens_of_one_node(runtime::Engine& e, const std::string& model_path) {
+  auto one = runtime::Engine::load(single_node_options(model_path));
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 432, 383, 286};
+  Status st;
+  const std::vector<int32_t> want = greedy_tokens(**one, prompt, 8, &st);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_EQ(greedy_tokens(e, prompt, 8, &st), want);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+}
+
 runtime::EngineOptions single_node_options(const std::string& model, int32_t n_ctx) {
   runtime::EngineOptions o;
   o.model_path = model;

@@ -55,6 +55,10 @@ runtime::EngineOptions cluster_options(const std::string& model, const TestClust
 std::vector<int32_t> greedy_tokens(runtime::Engine& e, const std::vector<int32_t>& prompt, int n, Status* status,
                                    const std::function<void(int)>& on_token = {});
 
+// Checks that `e` gives the greedy tokens a one-node engine on `model_path` gives (8 after a fixed
+// 8-token prompt of small ids), failing the test (with what failed) otherwise.
+void expect_greedy_tokens_of_one_node(runtime::Engine& e, const std::string& model_path);
+
 // Single-node logits of every prompt position followed by `n_decode` greedy steps' logits.
 std::vector<float> run_reference(runtime::Engine& engine, const std::vector<int32_t>& prompt, int n_decode);
 
