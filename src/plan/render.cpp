@@ -149,6 +149,11 @@ std::string render(const Plan& p) {
                      human_bytes(b.total()) + " / " + limit,
                      n < p.predicted_ms.size() ? fmt::format("{:.2f}", p.predicted_ms[n]) : "?"}});
   }
+  // One node and no speed (a single-node run measures none): no prediction to show.
+  const bool show_speed = !p.predicted_ms.empty() || p.nodes.size() > 1;
+  if (!show_speed) {
+    for (Row& r : rows) r.cells[kCols - 1].clear();
+  }
   size_t width[kCols] = {};
   for (const Row& r : rows) {
     for (int c = 0; c < kCols; ++c) width[c] = std::max(width[c], r.cells[c].size());
@@ -163,7 +168,7 @@ std::string render(const Plan& p) {
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out << line << "\n";
   }
-  out << predicted_text(p);
+  if (show_speed) out << predicted_text(p);
   if (p.split_mode == SplitMode::kTensor) {
     out << "slices (-sm tensor; every member adds its partial sums after each attention and FFN sub-layer):\n";
     for (int32_t m : p.tensor_group) {

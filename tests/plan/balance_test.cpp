@@ -210,6 +210,12 @@ TEST_F(BalanceTest, plan_table_prints_each_nodes_ms_per_token_and_the_speeds) {
   EXPECT_NE(out.find(fmt::format("{:.2f}", p->predicted_ms[1])), std::string::npos) << out;
   EXPECT_NE(out.find(fmt::format("predicted: {:.1f} tokens/s for one sequence", p->predicted_tokens_per_s)), std::string::npos) << out;
   EXPECT_NE(out.find("speed of 127.0.0.1:50052 (4 threads): read 1.0 GB/s; one-token products F32 1.0 GB/s"), std::string::npos) << out;
+  // One node measures no speed (a single-node run needs none): no column, no prediction line.
+  auto alone = make_plan(*model_, {local()}, request());
+  ASSERT_TRUE(alone.ok());
+  const std::string one = render(*alone);
+  EXPECT_EQ(one.find("ms/token"), std::string::npos) << one;
+  EXPECT_EQ(one.find("predicted"), std::string::npos) << one;
 }
 
 }  // namespace
