@@ -56,18 +56,10 @@ struct FrameHeader {
   uint32_t kind;
   uint32_t sequence;  // an exchange's number
   uint64_t count;     // an exchange's floats, a message's bytes
-  int64_t sent_ns;    // the sender's steady clock: the wire emulation delivers the frame that much later
 };
-static_assert(sizeof(FrameHeader) == 24);
+static_assert(sizeof(FrameHeader) == 16);
 // What an exchange keeps of a message that came in its place: a member's report that its step ended.
 constexpr uint64_t kMaxEarlyMessage = 64 << 10;
-
-// When the wire emulation counts a frame stamped `sent_ns` as arrived: a sender's clock is trusted
-// for no more than the wire time, and no emulated wire holds a frame past the deadline.
-Clock::time_point emulated_arrival(int64_t sent_ns, std::chrono::nanoseconds wire, Clock::time_point deadline) {
-  const auto sent = std::min(Clock::time_point(Clock::duration(sent_ns)), Clock::now());
-  return std::min(deadline, sent + wire);
-}
 
 int remaining_ms(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -358,12 +350,7 @@ Result<std::unique_ptr<DataMesh>> DataMesh::join(int32_t self, const std::vector
   auto mesh = std::unique_ptr<DataMesh>(new DataMesh());
   mesh->self_ = self;
   mesh->timeout_ms_ = timeout_ms;
-  if (const char* d = std::getenv("STRATA_LINK_DELAY_US")) mesh->delay_us_ = std::clamp(std::atof(d), 0.0, 1e6);
-  if (const char* r = std::getenv("STRATA_LINK_MBIT")) mesh->mbit_ = std::clamp(std::atof(r), 0.0, 1e6);
   if (const char* w = std::getenv("STRATA_LINK_SPIN_US")) mesh->spin_us_ = std::clamp(std::atoi(w), 0, 100000);
-  if (mesh->delay_us_ > 0 || mesh->mbit_ > 0) {
-    spdlog::info("data links: emulating {} us one way at {} Mbit/s", mesh->delay_us_, mesh->mbit_);
-  }
   mesh->fds_.assign(n, -1);
   mesh->early_.assign(n, {});
   for (const MeshMember& m : members) mesh->names_.push_back(m.name);
@@ -426,7 +413,6 @@ namespace {
 struct LinkProgress {
   size_t sent = 0, got = 0;
   FrameHeader in{};
-  bool arrived = false;
   bool early = false;  // a message came instead of the peer's frame
 };
 
@@ -475,13 +461,10 @@ Status pump(int fd, const std::string& peer, LinkProgress& q, const FrameHeader&
 // would fill both directions' buffers if each link were written before being read).
 Status DataMesh::exchange(const float* data, int64_t n, model::IdleWork* idle) {
   const auto start = Clock::now();
-  const FrameHeader header{kExchangeFrame, sequence_++, static_cast<uint64_t>(n), start.time_since_epoch().count()};
+  const FrameHeader header{kExchangeFrame, sequence_++, static_cast<uint64_t>(n)};
   std::vector<LinkProgress> p(size());
   received_.resize(size());
-  // The wire emulation: a frame counts as arrived when a LAN would have delivered it.
   const size_t total = sizeof header + static_cast<size_t>(n) * sizeof(float);
-  const auto wire = wire_time(total);
-  auto delivered = start;
   const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
   const auto spin_until = start + std::chrono::microseconds(spin_us_);
   std::vector<pollfd> fds;
@@ -495,18 +478,13 @@ Status DataMesh::exchange(const float* data, int64_t n, model::IdleWork* idle) {
         if (q.early) keep_early_message(m, q.in.count, deadline);
         return s;
       }
-      if (q.got == total && !q.arrived && wire.count() > 0) {
-        delivered = std::max(delivered, emulated_arrival(q.in.sent_ns, wire, deadline));
-      }
-      q.arrived = q.got == total;
       if (q.sent < total || q.got < total) {
         fds.push_back({fds_[m], static_cast<short>((q.sent < total ? POLLOUT : 0) | (q.got < total ? POLLIN : 0)), 0});
         who.push_back(m);
       }
     }
-    if (fds.empty() && Clock::now() >= delivered) return {};
+    if (fds.empty()) return {};
     if (idle && Clock::now() < deadline && idle->step()) continue;  // warm the next weights rather than spin
-    if (fds.empty()) continue;  // received, but still on the emulated wire
     // The peers are usually a few microseconds away: retry at once for a while (yielding the core to
     // anyone who wants it) rather than sleep in poll, whose wake-up costs tens of microseconds.
     if (Clock::now() < spin_until) {
@@ -528,11 +506,6 @@ void DataMesh::keep_early_message(int32_t from, uint64_t bytes, Clock::time_poin
   if (move_all(fds_[from], message.data(), message.size(), true, deadline, why)) early_[from] = std::move(message);
 }
 
-std::chrono::nanoseconds DataMesh::wire_time(size_t bytes) const {
-  const double us = delay_us_ + (mbit_ > 0 ? static_cast<double>(bytes) * 8 / mbit_ : 0);
-  return std::chrono::nanoseconds(static_cast<int64_t>(us * 1000));
-}
-
 Error DataMesh::failed(Error e) {
   fail(e);
   return error_.error();
@@ -542,7 +515,7 @@ Status DataMesh::send_message(int32_t to, std::string_view bytes) {
   if (!error_.ok()) return error_;
   if (to < 0 || to >= size() || to == self_) return make_error("data mesh: no link to member {}", to);
   const auto start = Clock::now();
-  const FrameHeader header{kMessageFrame, 0, bytes.size(), start.time_since_epoch().count()};
+  const FrameHeader header{kMessageFrame, 0, bytes.size()};
   const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
   std::string why;
   if (!move_all(fds_[to], const_cast<FrameHeader*>(&header), sizeof header, false, deadline, why) ||
@@ -601,10 +574,6 @@ Result<std::string> DataMesh::receive_message(int32_t from, size_t max_bytes, co
     }
   }
   if (!why.empty()) return failed(make_error(ErrorCode::kUnavailable, "tensor split: {}: {}", names_[from], why));
-  if (const auto wire = wire_time(sizeof header + bytes.size()); wire.count() > 0) {
-    const auto delivered = emulated_arrival(header.sent_ns, wire, deadline);
-    while (Clock::now() < delivered) std::this_thread::yield();
-  }
   return bytes;
 }
 

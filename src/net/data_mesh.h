@@ -11,10 +11,7 @@
 // nodes of this load can join. The floats themselves travel unencrypted: keep tensor groups on a
 // private network. Every read is bounded by the expected size and every wait by the deadline.
 //
-// For measurements on kernels without sch_netem (scripts/lan.sh needs it), STRATA_LINK_DELAY_US and
-// STRATA_LINK_MBIT make a frame count as arrived only a one-way delay plus its time on a link of that
-// rate after it was sent (the sender goes on meanwhile, as behind a NIC): a LAN's latency and line
-// rate on the data links (not on the gRPC calls), for members on one machine.
+// A LAN's latency and line rate for members on one machine: exec::emulate_links wraps the mesh.
 #pragma once
 
 #include <chrono>
@@ -96,7 +93,6 @@ class DataMesh final : public model::Collective {
   void keep_early_message(int32_t from, uint64_t bytes, std::chrono::steady_clock::time_point deadline);
   Status await_frame(int32_t from, const std::atomic<bool>* stop);
   Error failed(Error e);  // fail(e), then the mesh's error
-  std::chrono::nanoseconds wire_time(size_t bytes) const;  // the wire emulation's time for a frame
   void fail(Status s);
 
   int32_t self_ = 0;
@@ -104,7 +100,6 @@ class DataMesh final : public model::Collective {
   std::vector<std::string> names_;
   std::vector<std::string> early_;  // per member: a message an exchange met (keep_early_message)
   int32_t timeout_ms_ = 30000;
-  double delay_us_ = 0, mbit_ = 0;  // the wire emulation above; 0: none
   int32_t spin_us_ = kSpinUs;        // how long an exchange retries before it sleeps in poll
   uint32_t sequence_ = 0;
   std::vector<std::vector<float>> received_;

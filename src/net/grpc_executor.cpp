@@ -7,6 +7,7 @@
 
 #include "base/checked.h"
 #include "net/candidates.h"
+#include "exec/link_emulation.h"
 #include "net/data_mesh.h"
 #include "net/model_identity.h"
 #include "net/remote_node.h"
@@ -221,7 +222,8 @@ exec::Transport grpc_transport(const LinkSecurity& security, int32_t timeout_ms)
     std::vector<MeshMember> mesh;
     for (const exec::LinkMember& m : members) mesh.push_back({m.name, m.endpoint});
     STRATA_ASSIGN(std::unique_ptr<DataMesh> joined, DataMesh::join(0, mesh, nullptr, link_key(token, secret), session, timeout));
-    return std::unique_ptr<model::Collective>(std::move(joined));
+    return exec::emulate_links(std::move(joined), 0, static_cast<int32_t>(mesh.size()), exec::LinkEmulation::from_env(),
+                               timeout);
   };
   t.new_secret = random_secret;
   return t;

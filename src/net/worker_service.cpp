@@ -13,6 +13,7 @@
 #include "base/checked.h"
 #include "exec/local_executor.h"
 #include "net/candidates.h"
+#include "exec/link_emulation.h"
 #include "net/data_mesh.h"
 #include "net/forward_stream.h"
 #include "net/model_identity.h"
@@ -51,7 +52,7 @@ struct WorkerService::Session {
   std::unique_ptr<model::StageRunner> runner;
   std::map<std::string, std::shared_ptr<v1::Worker::Stub>> next_hops;  // endpoints of stage.forward_to
   std::unique_ptr<MeshListener> listener;  // tensor split: where the earlier members' links arrive
-  std::unique_ptr<DataMesh> mesh;          // tensor split: the links, once joined
+  std::unique_ptr<model::Collective> mesh;  // tensor split: the links, once joined (a DataMesh)
   std::chrono::steady_clock::time_point last_seen = std::chrono::steady_clock::now();
   // MeshSpec.steps_over_link: the thread that takes the batches from the coordinator's link. LoadStage
   // and JoinMesh hold `control` throughout (one at a time) and stop it before the mesh changes; it
@@ -415,7 +416,8 @@ Status WorkerService::join_mesh(Session& session, const v1::MeshSpec& message, c
                              link_key(options_.security.token, session.stage.mesh_secret), session.stage.session,
                              session_link_timeout_ms(options_));
   if (!mesh.ok()) return error_status(StatusCode::UNAVAILABLE, mesh.error().message);
-  session.mesh = std::move(*mesh);
+  session.mesh = exec::emulate_links(std::move(*mesh), shard.index, shard.count, exec::LinkEmulation::from_env(),
+                                     session_link_timeout_ms(options_));
   session.runner->set_collective(session.mesh.get());
   spdlog::info("worker: session {} joined its tensor group as member {} of {}{}", message.session(), shard.index,
                shard.count, message.steps_over_link() ? "; its batches come over the data link" : "");
@@ -433,7 +435,7 @@ void WorkerService::take_steps(Session& session) {
     const auto row = sat_add(sat_mul(runner.model().hparams().n_embd, sizeof(float)), 64);
     max_bytes = sat_add(sat_mul(static_cast<uint64_t>(runner.config().n_batch), row), 64 << 10);
   }
-  DataMesh& mesh = *session.mesh;  // fixed while this runs: stop_stepper comes first
+  model::Collective& mesh = *session.mesh;  // fixed while this runs: stop_stepper comes first
   std::vector<float> hidden;
   for (;;) {
     auto message = mesh.receive_message(0, max_bytes, &session.stop_steps);

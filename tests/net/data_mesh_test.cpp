@@ -13,6 +13,7 @@
 #include <chrono>
 #include <thread>
 
+#include "exec/link_emulation.h"
 #include "net/data_mesh.h"
 
 namespace strata::net {
@@ -265,13 +266,28 @@ TEST(DataMesh, idle_work_that_never_ends_does_not_outlast_the_deadline) {
   EXPECT_LT(s, 2.0);
 }
 
+// The LAN emulation (exec::emulate_links) around two meshes: a peer's data counts as arrived its wire
+// time after the peer sent it, and the receiver's idle work runs meanwhile.
+std::vector<std::unique_ptr<model::Collective>> emulated(std::vector<Result<std::unique_ptr<DataMesh>>>& meshes,
+                                                         const exec::LinkEmulation& e, int32_t timeout_ms) {
+  std::vector<std::unique_ptr<model::Collective>> out;
+  for (size_t m = 0; m < meshes.size(); ++m) {
+    out.push_back(exec::emulate_links(std::move(*meshes[m]), static_cast<int32_t>(m), static_cast<int32_t>(meshes.size()),
+                                      e, timeout_ms));
+  }
+  return out;
+}
+
 TEST(DataMesh, the_wire_emulation_delivers_after_the_delay_while_the_sender_goes_on) {
   Group g = open_group(2);
   const std::string key = link_key("t", random_secret());
+  auto joined = join_all(g, {key, key}, 5000);
+  ASSERT_TRUE(joined[0].ok() && joined[1].ok());
   ::setenv("STRATA_LINK_DELAY_US", "30000", 1);
-  auto meshes = join_all(g, {key, key}, 5000);
+  const exec::LinkEmulation e = exec::LinkEmulation::from_env();
   ::unsetenv("STRATA_LINK_DELAY_US");
-  ASSERT_TRUE(meshes[0].ok() && meshes[1].ok());
+  EXPECT_EQ(e.delay_us, 30000);
+  auto meshes = emulated(joined, e, 5000);
   using Clock = std::chrono::steady_clock;
   std::vector<float> a(8, 1.0f), b(8, 2.0f);
   CountingWork work(1 << 30);
@@ -280,10 +296,10 @@ TEST(DataMesh, the_wire_emulation_delivers_after_the_delay_while_the_sender_goes
   std::thread late([&] {  // starts 40 ms late: member 0's frame has been delivered by then
     std::this_thread::sleep_for(std::chrono::milliseconds(40));
     const auto t0 = Clock::now();
-    (*meshes[1])->all_reduce_sum(b.data(), 8);
+    meshes[1]->all_reduce_sum(b.data(), 8);
     late_s = std::chrono::duration<double>(Clock::now() - t0).count();
   });
-  (*meshes[0])->all_reduce_sum(a.data(), 8, &work);
+  meshes[0]->all_reduce_sum(a.data(), 8, &work);
   const double early_s = std::chrono::duration<double>(Clock::now() - start).count();
   late.join();
   EXPECT_GE(early_s, 0.070);  // member 1's frame left at 40 ms and counts as arrived 30 ms later
@@ -291,19 +307,26 @@ TEST(DataMesh, the_wire_emulation_delivers_after_the_delay_while_the_sender_goes
   EXPECT_GT(work.steps, 0);   // member 0 ran its idle work meanwhile
   EXPECT_EQ(a[0], 3.0f);
   EXPECT_EQ(b[0], 3.0f);
+  EXPECT_EQ(a[7], 3.0f);  // the send times rode beside the data, not in it
+  // Messages too: one sent now counts as arrived 30 ms later, its bytes unchanged.
+  const auto sent = Clock::now();
+  ASSERT_TRUE(meshes[1]->send_message(0, "batch").ok());
+  auto got = meshes[0]->receive_message(1, 5);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ(*got, "batch");
+  EXPECT_GE(std::chrono::duration<double>(Clock::now() - sent).count(), 0.030);
 }
 
 TEST(DataMesh, an_emulated_wire_too_slow_for_the_deadline_holds_a_frame_only_until_the_deadline) {
   Group g = open_group(2);
   const std::string key = link_key("t", random_secret());
-  ::setenv("STRATA_LINK_MBIT", "0.000001", 1);  // about 10^6 s for a frame
-  auto meshes = join_all(g, {key, key}, 300);
-  ::unsetenv("STRATA_LINK_MBIT");
-  ASSERT_TRUE(meshes[0].ok() && meshes[1].ok());
+  auto joined = join_all(g, {key, key}, 300);
+  ASSERT_TRUE(joined[0].ok() && joined[1].ok());
+  auto meshes = emulated(joined, {0, 0.000001}, 300);  // about 10^6 s for a frame
   std::vector<float> a(8, 1.0f), b(8, 2.0f);
   const auto start = std::chrono::steady_clock::now();
-  std::thread other([&] { (*meshes[1])->all_reduce_sum(b.data(), 8); });
-  (*meshes[0])->all_reduce_sum(a.data(), 8);
+  std::thread other([&] { meshes[1]->all_reduce_sum(b.data(), 8); });
+  meshes[0]->all_reduce_sum(a.data(), 8);
   other.join();
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
   EXPECT_EQ(a[0], 3.0f);
