@@ -43,8 +43,8 @@ void add_cluster_flags(CLI::App& cmd, ClusterFlags& f) {
   cmd.add_option("--local-workers", f.local_workers, "start N workers on loopback for this run")
       ->group(group)->check(CLI::Range(0, 16));
   cmd.add_option("--local-worker-cpus", f.local_worker_cpus,
-                 "CPU time each local worker may use, in cores (0: unheld), e.g. 0,0.5 (a cgroup each): an uneven cluster on one "
-                 "machine")->group(group);
+                 "CPU time each local worker may use, in cores (0: unheld), e.g. 0,0.5 (a cgroup each): an "
+                 "uneven cluster on one machine")->group(group);
   cmd.add_option("--worker-threads", f.worker_threads, "threads per worker (0: the worker's own)")
       ->group(group)->check(CLI::Range(0, 1024));
   cmd.add_option("--token", f.token, "shared token for the workers")->group(group);
