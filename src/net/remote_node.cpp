@@ -67,9 +67,6 @@ Result<NodeFacts> RemoteNode::hello() {
   f.cgroup_limited = reply.cgroup_limited();
   f.model_sha256.assign(reply.model_sha256().begin(), reply.model_sha256().end());
   f.sessions = reply.sessions();
-  if (reply.speed().rates_size() > 64) {
-    return make_error("worker {}: Hello lists {} speeds (at most 64)", endpoint_, reply.speed().rates_size());
-  }
   f.speed.read_bandwidth = reply.speed().read_bandwidth();
   for (const v1::TypeRate& r : reply.speed().rates()) {
     if (!dtype_info(r.type())) return make_error("worker {}: Hello gives a speed for unknown type {}", endpoint_, r.type());

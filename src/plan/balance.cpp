@@ -1,11 +1,12 @@
 // -ts auto and the predicted speed: each node's time per token from the bytes its stage reads per
-// decoded token and the rates its own kernels stream each weight type at (tensor::NodeSpeed), and the
-// split that makes those times equal within every node's memory.
+// decoded token and the rates its own kernels stream each weight type at (tensor::NodeSpeed); the
+// layer split with the least time per token within memory, and -sm tensor shares with equal times.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "gguf/names.h"
@@ -18,24 +19,36 @@ namespace {
 // to say so (the "idle more than 30% of a token").
 constexpr double kIdleWarning = 0.30;
 
-bool routed(const model::HParams& hp, const model::TensorDecl& d) { return d.n_experts > hp.n_expert_used && hp.n_expert_used > 0; }
+// The one rule for what a stage reads of tensor `t` per decoded token: its slice (of routed experts,
+// the share a token runs; of a tied head, its rows of token_embd). None for the embedding lookup (one
+// row) and the MTP block (drafting only). `held`: in the node's layout (repacked sizes).
+std::optional<uint64_t> token_read(const model::Model& model, const model::Model::Tensor& t, const model::StageConfig& st,
+                                   bool held) {
+  const model::HParams& hp = model.hparams();
+  if (t.decl.mtp) return std::nullopt;
+  if (t.decl.name == gguf::names::tensor::kTokenEmbd) {
+    if (!st.output || model.has_output_weight()) return std::nullopt;
+    const int64_t rows = st.shard.split() ? st.shard.vocab.size() : hp.n_vocab;
+    return model::shard_tensor_bytes(model, t.decl.name, {}, held && st.repack) / uint64_t(hp.n_vocab) * uint64_t(rows);
+  }
+  uint64_t bytes = model::shard_tensor_bytes(hp, t.decl, *t.info, st.shard, st.input, held && st.repack);
+  if (t.decl.n_experts > hp.n_expert_used && hp.n_expert_used > 0) {
+    bytes = bytes / uint64_t(t.decl.n_experts) * uint64_t(hp.n_expert_used);
+  }
+  return bytes;
+}
 
 // Per unit (layers 0..n_layer-1, the output n_layer): its bytes per token, by type, on a node that
-// holds it whole. The embedding lookup (one row) and the MTP block (drafting only) are left out.
+// holds it whole (the tied head's token_embd with the output).
 std::vector<std::vector<std::pair<DType, uint64_t>>> unit_reads(const model::Model& model) {
-  const model::HParams& hp = model.hparams();
-  std::vector<std::vector<std::pair<DType, uint64_t>>> units(static_cast<size_t>(hp.n_layer) + 1);
+  const int32_t n_layer = model.hparams().n_layer;
+  model::StageConfig whole;
+  whole.output = true;
+  std::vector<std::vector<std::pair<DType, uint64_t>>> units(static_cast<size_t>(n_layer) + 1);
   for (const model::Model::Tensor& t : model.tensors()) {
-    if (t.decl.mtp) continue;
-    int32_t unit = std::min(t.decl.layer, hp.n_layer);
-    if (t.decl.name == gguf::names::tensor::kTokenEmbd) {
-      if (model.has_output_weight()) continue;
-      unit = hp.n_layer;  // the tied head reads all of it
-    }
-    if (unit < 0) continue;
-    uint64_t bytes = t.info->nbytes;
-    if (routed(hp, t.decl)) bytes = bytes / uint64_t(t.decl.n_experts) * uint64_t(hp.n_expert_used);
-    units[unit].emplace_back(t.info->type, bytes);
+    const auto bytes = token_read(model, t, whole, false);
+    const int32_t unit = t.decl.name == gguf::names::tensor::kTokenEmbd ? n_layer : std::min(t.decl.layer, n_layer);
+    if (bytes && unit >= 0) units[unit].emplace_back(t.info->type, *bytes);
   }
   return units;
 }
@@ -191,22 +204,11 @@ std::optional<std::vector<int32_t>> balance_layers(const model::Model& model, co
 
 std::vector<std::pair<DType, uint64_t>> read_per_token(const model::Model& model, const model::StageConfig& st,
                                                        bool held) {
-  const model::HParams& hp = model.hparams();
   const std::set<std::string> has(st.tensors.begin(), st.tensors.end());
-  const std::string embd(gguf::names::tensor::kTokenEmbd);
   std::vector<std::pair<DType, uint64_t>> out;
   for (const model::Model::Tensor& t : model.tensors()) {
-    if (!has.count(t.decl.name) || t.decl.mtp) continue;
-    uint64_t bytes = 0;
-    if (t.decl.name == embd) {
-      if (!st.output || model.has_output_weight()) continue;  // the lookup reads one row
-      const int64_t rows = st.shard.split() ? st.shard.vocab.size() : hp.n_vocab;
-      bytes = model::shard_tensor_bytes(model, embd, {}, held && st.repack) / uint64_t(hp.n_vocab) * uint64_t(rows);
-    } else {
-      bytes = model::shard_tensor_bytes(hp, t.decl, *t.info, st.shard, st.input, held && st.repack);
-      if (routed(hp, t.decl)) bytes = bytes / uint64_t(t.decl.n_experts) * uint64_t(hp.n_expert_used);
-    }
-    out.emplace_back(t.info->type, bytes);
+    if (!has.count(t.decl.name)) continue;
+    if (const auto bytes = token_read(model, t, st, held)) out.emplace_back(t.info->type, *bytes);
   }
   return out;
 }
@@ -220,10 +222,11 @@ double link_seconds(const Plan& p, int32_t n_layer) {
   double s = 0;
   if (p.split_mode == SplitMode::kTensor) {
     double slowest = 0;
-    for (int32_t m : p.tensor_group) slowest = std::max(slowest, half(m));
-    s += 2.0 * n_layer * slowest;
-    for (int32_t m : p.tensor_group) s = m == p.input_node ? s : s + half(m);  // embeddings out, logits back
-    return s;
+    for (int32_t m : p.tensor_group) {
+      slowest = std::max(slowest, half(m));
+      if (m != p.input_node) s += half(m);  // embeddings out, logits back
+    }
+    return s + 2.0 * n_layer * slowest;
   }
   for (const Transfer& t : p.transfers) s += std::max(half(t.from_node), half(t.to_node));
   return s;

@@ -96,15 +96,13 @@ std::string predicted_text(const Plan& p) {
     }
     return "predicted: unknown (no measured speed for " + unknown + ")\n";
   }
-  double busiest = 0, sum = 0;
-  for (double ms : p.predicted_ms) busiest = std::max(busiest, ms), sum += ms;
-  const bool tensor = p.split_mode == SplitMode::kTensor;
+  const double token_ms = p.predicted_tokens_per_s > 0 ? 1e3 / p.predicted_tokens_per_s : 0.0;
   std::string s = fmt::format("predicted: {:.1f} tokens/s for one sequence ({:.2f} ms per token: {} {:.2f} ms of one-token "
                               "products + {:.2f} ms on the links); ms/token is each node's share, from the bytes it reads "
                               "per token and its measured rate per weight type\n",
-                              p.predicted_tokens_per_s, p.predicted_tokens_per_s > 0 ? 1e3 / p.predicted_tokens_per_s : 0.0,
-                              tensor ? "the busiest member's" : "every stage in turn,", tensor ? busiest : sum,
-                              p.predicted_link_ms);
+                              p.predicted_tokens_per_s, token_ms,
+                              p.split_mode == SplitMode::kTensor ? "the busiest member's" : "every stage in turn,",
+                              token_ms - p.predicted_link_ms, p.predicted_link_ms);
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     s += fmt::format("  speed of {} ({} threads): {}\n", detail::node_label(p.nodes, static_cast<int32_t>(n)), p.nodes[n].threads,
                      p.nodes[n].speed.text());

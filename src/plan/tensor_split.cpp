@@ -18,7 +18,8 @@ namespace {
 struct Group {
   std::vector<int32_t> members;  // node indices, in node order
   std::vector<double> weights;   // their shares
-  std::string flag_text;         // "-ts 1,1" or "usable memory"
+  std::string flag_text;         // "-ts 1,1", "usable memory" or "-ts auto"
+  bool by_memory = false;        // no -ts (or all zero): shares from usable memory
 };
 
 // -ts with W + 1 values weighs this machine first; with W values only the workers (this machine then
@@ -42,6 +43,7 @@ Result<Group> choose_group(const std::vector<Node>& nodes, const Request& reques
       share[i] = nodes[i].memory_usable == kUnlimited ? 1.0 : static_cast<double>(nodes[i].memory_usable);
     }
     g.flag_text = "usable memory";
+    g.by_memory = true;
   }
   for (size_t i = 0; i < n; ++i) {
     if (share[i] > 0) g.members.push_back(static_cast<int32_t>(i)), g.weights.push_back(share[i]);
@@ -283,7 +285,7 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
   }
   d.detail = names;
   if (hp.n_expert > 0 && hp.n_expert_used > 0 && hp.n_expert_used <= 64) d.why = expert_split_why(hp, shards, request.expert_split);
-  d.all_zero_split = !request.tensor_split.empty() && g.flag_text == "usable memory";
+  d.all_zero_split = !request.tensor_split.empty() && g.by_memory;
   d.layers.resize(static_cast<size_t>(n_layer));
   for (int32_t il = 0; il < n_layer; ++il) d.layers[il] = il;
   p.decisions.push_back(std::move(d));
@@ -304,7 +306,7 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
                                 "share, add nodes (--rpc) or lower the context (-c)", over),
                      ErrorCode::kResourceExhausted);
   }
-  predict(model, !by_speed && g.flag_text != "usable memory", p);
+  predict(model, !by_speed && !g.by_memory, p);
   if (by_speed && !p.predicted_ms.empty()) {
     Decision& split = p.decisions.back();
     split.why += fmt::format("{}the shares make every member's predicted time per token equal within memory ({})",

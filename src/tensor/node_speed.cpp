@@ -120,7 +120,6 @@ Result<double> measure_read_bandwidth(int32_t threads, uint64_t bytes, int32_t r
   return best;
 }
 
-
 namespace {
 
 // Well beyond any cache of the machines this runs on, so the products stream from memory.
