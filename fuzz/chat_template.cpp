@@ -11,8 +11,8 @@
 
 namespace {
 
-strata::text::jinja::RenderOptions small_limits() {
-  strata::text::jinja::RenderOptions o;
+strata::jinja::RenderOptions small_limits() {
+  strata::jinja::RenderOptions o;
   o.limits.max_output = 64 << 10;
   o.limits.max_steps = 20'000;
   o.limits.max_recursion = 64;

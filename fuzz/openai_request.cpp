@@ -24,7 +24,7 @@ const strata::text::Vocab& vocab() {
 const strata::text::ChatTemplate& chatml() {
   static const strata::text::ChatTemplate t = [] {
     auto c = strata::text::ChatTemplate::chatml();
-    strata::text::jinja::RenderOptions o;
+    strata::jinja::RenderOptions o;
     o.limits.max_output = 1 << 20;
     o.now = 1'700'000'000;
     c.set_render_options(o);

@@ -1,5 +1,5 @@
 // Chat templates: renders a conversation into prompt text with a GGUF's `tokenizer.chat_template`
-// (a Jinja2 template in the HF transformers dialect, interpreted by text/jinja.h), or with the built-in
+// (a Jinja2 template in the HF transformers dialect, interpreted by jinja/jinja.h), or with the built-in
 // ChatML template when a file has none or it cannot be used.
 //
 // The template sees the variables transformers passes: `messages` (dicts with role and content, plus
@@ -15,7 +15,7 @@
 
 #include "base/result.h"
 #include "gguf/gguf.h"
-#include "text/jinja.h"
+#include "jinja/jinja.h"
 
 namespace strata::text {
 

@@ -1,4 +1,4 @@
-#include "text/jinja_value.h"
+#include "jinja/value.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <unordered_map>
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 
 namespace {
 
@@ -310,11 +310,11 @@ std::string short_repr(const Value& v, size_t max) {
 }
 
 bool equals(const Value& a, const Value& b) {
-  Work unbounded;
+  StepBudget unbounded;
   return equals(a, b, unbounded);
 }
 
-bool equals(const Value& a, const Value& b, Work& work) {
+bool equals(const Value& a, const Value& b, StepBudget& work) {
   if (!work.take(1)) return false;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
@@ -356,11 +356,11 @@ bool equals(const Value& a, const Value& b, Work& work) {
 }
 
 Result<int> compare(const Value& a, const Value& b) {
-  Work unbounded;
+  StepBudget unbounded;
   return compare(a, b, unbounded);
 }
 
-Result<int> compare(const Value& a, const Value& b, Work& work) {
+Result<int> compare(const Value& a, const Value& b, StepBudget& work) {
   if (!work.take(1)) return 0;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) {
@@ -620,4 +620,4 @@ size_t utf8_length(std::string_view s) {
   return n;
 }
 
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja

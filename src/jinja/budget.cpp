@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <climits>
 
-#include "text/jinja_interp.h"
+#include "jinja/interp.h"
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 
 // ---- budgets ------------------------------------------------------------------------------------
 
@@ -142,7 +142,7 @@ Result<Value> Interp::stringify(const Value& v) {
 }
 
 Result<bool> Interp::equal(const Value& a, const Value& b) {
-  Work work{opt_.limits.max_steps - steps_ + 1};
+  StepBudget work{opt_.limits.max_steps - steps_ + 1};
   const int64_t start = work.left;
   const bool r = equals(a, b, work);
   STRATA_TRY(count_steps(start - work.left));
@@ -150,7 +150,7 @@ Result<bool> Interp::equal(const Value& a, const Value& b) {
 }
 
 Result<int> Interp::order(const Value& a, const Value& b, bool prepaid) {
-  Work work{opt_.limits.max_steps - steps_ + 2};
+  StepBudget work{opt_.limits.max_steps - steps_ + 2};
   const int64_t start = work.left;
   auto r = compare(a, b, work);
   STRATA_TRY(count_steps(start - work.left - (prepaid ? 1 : 0)));
@@ -197,4 +197,4 @@ Result<Value> Interp::repeat(const Value& seq, int64_t k) {
   return make_list(std::move(items), true);
 }
 
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja

@@ -7,9 +7,9 @@
 #include <limits>
 #include <memory>
 
-#include "text/jinja_interp.h"
+#include "jinja/interp.h"
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 
 namespace {
 
@@ -736,4 +736,4 @@ Result<Value> Interp::eval_binary(const Expr& e, const Value& a, const Value& b)
   return operand_error(name, a, b);
 }
 
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja

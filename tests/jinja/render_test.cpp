@@ -1,12 +1,12 @@
 // The Jinja interpreter construct by construct: expected outputs are what Jinja2 (with transformers'
 // chat-template settings: trim_blocks, lstrip_blocks, json.dumps tojson) prints for the same template.
-#include "text/jinja.h"
+#include "jinja/jinja.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 namespace {
 
 Vars vars_from_json(const std::string& json) {
@@ -452,4 +452,4 @@ TEST(JinjaRenderErrors, NameTheLineAndColumn) {
 }
 
 }  // namespace
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja

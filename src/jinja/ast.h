@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "text/jinja_value.h"
+#include "jinja/value.h"
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 
 enum class ExprKind : uint8_t {
   Literal,  // literal
@@ -89,4 +89,4 @@ struct Program {
   Body body;
 };
 
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja

@@ -8,9 +8,9 @@
 #include <map>
 #include <memory>
 
-#include "text/jinja_interp.h"
+#include "jinja/interp.h"
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 
 namespace {
 
@@ -451,4 +451,4 @@ Result<Value> dict_items(Interp& in, const Value& dict) {
   return in.make_list(std::move(pairs), true);
 }
 
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja

@@ -6,10 +6,10 @@
 #include <initializer_list>
 #include <string_view>
 
-#include "text/jinja.h"
-#include "text/jinja_ast.h"
+#include "jinja/jinja.h"
+#include "jinja/ast.h"
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 
 namespace {
 
@@ -738,4 +738,4 @@ Result<std::shared_ptr<const Program>> parse_program(std::string_view source, co
   return parser.run();
 }
 
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja

@@ -10,7 +10,7 @@
 
 #include "base/result.h"
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 
 struct SyntaxOptions {
   // HF transformers renders chat templates with trim_blocks=True and lstrip_blocks=True.
@@ -48,4 +48,4 @@ std::string describe_token(const Token& t);
 
 Result<std::vector<Token>> lex(std::string_view source, const SyntaxOptions& options);
 
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja

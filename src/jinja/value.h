@@ -17,7 +17,7 @@
 
 #include "base/result.h"
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 
 class Interp;
 class Value;
@@ -107,10 +107,10 @@ class Value {
 
 // Python semantics.
 bool truthy(const Value& v);
-// Work done by equals/compare, in elements visited (plus bytes / 64 of compared strings). When `left`
+// The steps equals/compare may take, in elements visited (plus bytes / 64 of compared strings). When `left`
 // runs out the walk stops early with a meaningless result; the interpreter turns that into its step-limit
 // error, so comparing deep or shared structures cannot run unbounded.
-struct Work {
+struct StepBudget {
   int64_t left = INT64_MAX;
   bool take(int64_t n) {
     left -= n;
@@ -121,10 +121,10 @@ std::string type_name(const Value& v);  // Python-ish: 'str', 'int', 'dict', 'un
 std::string repr(const Value& v);
 std::string format_float(double f);  // Python repr of a float
 bool equals(const Value& a, const Value& b);
-bool equals(const Value& a, const Value& b, Work& work);
+bool equals(const Value& a, const Value& b, StepBudget& work);
 // <0, 0, >0; an error when the types cannot be ordered (as Python's TypeError).
 Result<int> compare(const Value& a, const Value& b);
-Result<int> compare(const Value& a, const Value& b, Work& work);
+Result<int> compare(const Value& a, const Value& b, StepBudget& work);
 // str(v) / repr(v) appended to `out`; false (output incomplete) once `out` would grow past `max` bytes.
 // `values` (if given) counts the values written.
 bool str_into(const Value& v, std::string& out, size_t max, size_t* values = nullptr);
@@ -155,4 +155,4 @@ size_t utf8_char_len(std::string_view s, size_t i);
 // Start of the character that ends at byte `end` (0 < end <= s.size(), `end` a character boundary).
 size_t utf8_prev_start(std::string_view s, size_t end);
 
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja

@@ -1,4 +1,4 @@
-#include "text/jinja_lexer.h"
+#include "jinja/lexer.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 
 const char* token_kind_name(Tok kind) {
   switch (kind) {
@@ -427,4 +427,4 @@ Result<std::vector<Token>> lex(std::string_view source, const SyntaxOptions& opt
   return lexer.run();
 }
 
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja

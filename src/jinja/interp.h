@@ -8,11 +8,11 @@
 #include <string_view>
 #include <vector>
 
-#include "text/jinja.h"
-#include "text/jinja_ast.h"
-#include "text/jinja_value.h"
+#include "jinja/jinja.h"
+#include "jinja/ast.h"
+#include "jinja/value.h"
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 
 struct Frame {
   Frame* parent = nullptr;
@@ -164,4 +164,4 @@ bool is_py_space(unsigned char c);
 Result<Value> attr_path(Interp& in, const Value& item, const std::string& path);
 Result<Value> dict_items(Interp& in, const Value& dict);  // dict.items() as a list of (key, value) tuples
 
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja

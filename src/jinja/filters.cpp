@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <map>
 
-#include "text/jinja_interp.h"
+#include "jinja/interp.h"
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 
 namespace {
 
@@ -659,4 +659,4 @@ FilterFn find_filter(std::string_view name) {
   return it == kFilters.end() ? nullptr : it->second;
 }
 
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja

@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "base/result.h"
-#include "text/jinja_lexer.h"
-#include "text/jinja_value.h"
+#include "jinja/lexer.h"
+#include "jinja/value.h"
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 
 struct Program;
 
@@ -65,4 +65,4 @@ class Template {
 Result<std::shared_ptr<const Program>> parse_program(std::string_view source, const SyntaxOptions& syntax,
                                                      int max_nesting);
 
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja

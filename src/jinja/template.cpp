@@ -1,7 +1,7 @@
 // Template: parsing (plus Jinja's compile-time check that every filter and test exists) and rendering.
-#include "text/jinja_interp.h"
+#include "jinja/interp.h"
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 
 namespace {
 
@@ -58,4 +58,4 @@ Result<std::string> Template::render(const Vars& vars, const RenderOptions& opti
   return out;
 }
 
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja

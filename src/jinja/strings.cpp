@@ -7,9 +7,9 @@
 #include <cctype>
 #include <climits>
 
-#include "text/jinja_interp.h"
+#include "jinja/interp.h"
 
-namespace strata::text::jinja {
+namespace strata::jinja {
 
 bool is_py_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
 
@@ -308,4 +308,4 @@ bool is_upper(std::string_view s) {
   return cased;
 }
 
-}  // namespace strata::text::jinja
+}  // namespace strata::jinja
