@@ -17,6 +17,7 @@
 
 #include "gguf/names.h"
 #include "runtime/generate.h"
+#include "runtime/prompt_chunks.h"
 #include "tensor/thread_pool.h"
 
 namespace strata::runtime {
@@ -97,16 +98,14 @@ Result<BenchResult> bench_prompt(Engine& engine, int32_t n_prompt, int32_t repet
   BenchResult r{test_name("pp", n_prompt, depth), n_prompt, 0, depth, 1, {}};
   const std::vector<text::Token> tokens = random_tokens(engine, n_prompt, 1);
   STRATA_ASSIGN(Depth at, Depth::fill(engine, depth, n_prompt));
-  model::Batch batch;
+  const auto decode_chunk = [&engine](const model::Batch& batch) -> Status {
+    STRATA_TRY(engine.decode(batch, 0));
+    return {};
+  };
   for (int32_t i = -1; i < repetitions; ++i) {  // i == -1: warm-up
     STRATA_TRY(at.rewind());
     const auto start = std::chrono::steady_clock::now();
-    for (int32_t b = 0; b < n_prompt; b += engine.n_batch()) {
-      batch.clear();
-      const int32_t end = std::min(n_prompt, b + engine.n_batch());
-      for (int32_t t = b; t < end; ++t) batch.add(tokens[t], depth + t, 0, t == n_prompt - 1);
-      STRATA_TRY(engine.decode(batch, 0));
-    }
+    STRATA_TRY(feed_prompt_chunks(tokens, engine.n_batch(), {0, depth, false}, decode_chunk));
     const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
     if (i >= 0) r.samples_ns.push_back(ns);
   }
