@@ -62,6 +62,8 @@ Command add_eval(CLI::App& app) {
       top.push_back(row);
     }
     // Greedy: argmax (lowest id on ties), one token per decode, not stopping at end-of-generation.
+    // Not runtime::generate(): it would decode the prompt again with only the last row's logits (a
+    // one-row head product, not the row compared above) and stop a token before a full context.
     std::vector<text::Token> greedy;
     std::vector<float> last(logits->end() - V, logits->end());
     model::Batch batch;

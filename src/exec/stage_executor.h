@@ -107,15 +107,17 @@ class StageExecutor {
   virtual Status join_mesh(const std::vector<std::string>& /*members*/, bool /*steps_over_link*/) {
     return make_error("{}: this node cannot join a tensor group", name());
   }
-  // Tensor split led by this machine (steps_over_link): post_step sends the node, member `member` of
-  // `links`, the batch and its hidden rows; take_step waits for its logits (as run() returns them).
-  // Between the two this machine runs its own slice, whose exchanges the node's answer follows.
-  virtual Status post_step(model::Collective& /*links*/, int32_t /*member*/, const Hop& /*hop*/,
-                           const model::Batch& /*batch*/, const std::vector<float>& /*hidden*/, int32_t /*top_k*/) {
+  // Tensor split led by this machine (steps_over_link): send_batch_over_link sends the node, member
+  // `member` of `links`, the batch and its hidden rows; receive_logits_over_link waits for its logits
+  // (as run() returns them). Between the two this machine runs its own slice, whose exchanges the
+  // node's answer follows.
+  virtual Status send_batch_over_link(model::Collective& /*links*/, int32_t /*member*/, const Hop& /*hop*/,
+                                      const model::Batch& /*batch*/, const std::vector<float>& /*hidden*/,
+                                      int32_t /*top_k*/) {
     return make_error("{}: this node takes no batches over data links", name());
   }
-  virtual Result<std::vector<float>> take_step(model::Collective& /*links*/, int32_t /*member*/,
-                                               const model::Batch& /*batch*/, int32_t /*top_k*/) {
+  virtual Result<std::vector<float>> receive_logits_over_link(model::Collective& /*links*/, int32_t /*member*/,
+                                                              const model::Batch& /*batch*/, int32_t /*top_k*/) {
     return make_error("{}: this node takes no batches over data links", name());
   }
   // True when the node answers and still holds its stage; an error when it does not answer.

@@ -187,8 +187,7 @@ template <int R>
 // Each form built for AVX2 and the baseline, picked by tensor::best_isa() so that STRATA_MAX_ISA
 // caps it as it caps the matmul kernels: the same operations in the same order in both builds (no
 // FMA contraction), only wider, so the bits do not depend on the machine. The eight lanes are one
-// ymm register either way; an AVX-512 build measured slower (delta_rule/tokens: 2.6-3.2 against
-// 2.3-2.5 us per token and head, Zen 5).
+// ymm register either way; an AVX-512 build measured slower (delta_rule/tokens, bench/README.md).
 [[gnu::target("avx2")]] void tokens_avx2(const DeltaHead& h, const int32_t* rows, int64_t n, const DeltaShape& shape,
                                          float* state) {
   tokens(h, rows, n, shape, state);

@@ -54,14 +54,28 @@ ExpertRows group_by_expert(const int32_t* ids, int64_t choices, Range held_exper
   return g;
 }
 
-// Every held expert's gate and up rows (or fused gate|up rows) for its rows of `in`, in one
+// Each held choice's token row of xn copied to its grouped row of s.expert_in.
+void gather_expert_inputs(const LayerContext& ctx, const ExpertRows& g, const float* xn) {
+  const int64_t T = ctx.batch.size(), E = ctx.hp.n_embd;
+  const int32_t k = ctx.hp.n_expert_used;
+  Scratch& s = ctx.scratch;
+  ensure_size(s.expert_in, g.rows() * E);
+  ctx.pool.parallel_for(T * k, 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      if (g.row_of[i] >= 0) std::copy_n(xn + i / k * E, E, s.expert_in.data() + g.row_of[i] * E);
+    }
+  });
+}
+
+// Every held expert's gate and up rows (or fused gate|up rows) for its rows of s.expert_in, in one
 // parallel region: s.expert_gate holds GW-wide rows, s.expert_up (separate form) F-wide.
-void expert_gate_up(const LayerContext& ctx, const LayerWeights& w, const ExpertRows& g,
-                    const tensor::QuantizedActivations& in) {
+void expert_gate_up(const LayerContext& ctx, const LayerWeights& w, const ExpertRows& g) {
   const int64_t E = ctx.hp.n_embd, F = ctx.hp.n_ff_expert;
   const bool fused = !w.ffn_gate_up_exps.empty();
   const int64_t GW = fused ? 2 * F : F;
   Scratch& s = ctx.scratch;
+  tensor::QuantizedActivations in;
+  in.quantize((fused ? w.ffn_gate_up_exps : w.ffn_gate_exps).type, s.expert_in.data(), g.rows(), E, ctx.pool);
   ensure_size(s.expert_gate, g.rows() * GW);
   ensure_size(s.expert_up, g.rows() * F);
   std::vector<tensor::MatmulJob> jobs;
@@ -93,11 +107,13 @@ void expert_swiglu(const LayerContext& ctx, bool fused, int64_t rows) {
   });
 }
 
-// Every held expert's down rows for its rows of `act`, into s.expert_out.
-void expert_down(const LayerContext& ctx, const LayerWeights& w, const ExpertRows& g,
-                 const tensor::QuantizedActivations& act) {
+// Every held expert's down rows for its rows of s.expert_up (the SwiGLU activations), into
+// s.expert_out.
+void expert_down(const LayerContext& ctx, const LayerWeights& w, const ExpertRows& g) {
   const int64_t E = ctx.hp.n_embd, F = ctx.hp.n_ff_expert;
   Scratch& s = ctx.scratch;
+  tensor::QuantizedActivations act;
+  act.quantize(w.ffn_down_exps.type, s.expert_up.data(), g.rows(), F, ctx.pool);
   ensure_size(s.expert_out, g.rows() * E);
   std::vector<tensor::MatmulJob> jobs;
   for (int32_t e = 0; e < g.experts(); ++e) {
@@ -131,28 +147,16 @@ void combine_choices(const LayerContext& ctx, const ExpertRows& g, const float* 
 // Activations are quantized per row, so gathering the rows first changes nothing numerically.
 void routed_experts(const LayerContext& ctx, const LayerWeights& w, Range held_experts, const float* xn,
                     const int32_t* ids, const float* weights, float* out) {
-  const int64_t T = ctx.batch.size(), E = ctx.hp.n_embd, F = ctx.hp.n_ff_expert;
-  const int32_t k = ctx.hp.n_expert_used;
-  const ExpertRows g = group_by_expert(ids, T * k, held_experts);
+  const int64_t T = ctx.batch.size();
+  const ExpertRows g = group_by_expert(ids, T * ctx.hp.n_expert_used, held_experts);
   if (g.rows() == 0) {  // none of the batch's choices is held here
-    std::fill_n(out, T * E, 0.0f);
+    std::fill_n(out, T * ctx.hp.n_embd, 0.0f);
     return;
   }
-  Scratch& s = ctx.scratch;
-  ensure_size(s.expert_in, g.rows() * E);
-  ctx.pool.parallel_for(T * k, 16, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      if (g.row_of[i] >= 0) std::copy_n(xn + i / k * E, E, s.expert_in.data() + g.row_of[i] * E);
-    }
-  });
-  const bool fused = !w.ffn_gate_up_exps.empty();
-  tensor::QuantizedActivations in;
-  in.quantize((fused ? w.ffn_gate_up_exps : w.ffn_gate_exps).type, s.expert_in.data(), g.rows(), E, ctx.pool);
-  expert_gate_up(ctx, w, g, in);
-  expert_swiglu(ctx, fused, g.rows());
-  tensor::QuantizedActivations act;
-  act.quantize(w.ffn_down_exps.type, s.expert_up.data(), g.rows(), F, ctx.pool);
-  expert_down(ctx, w, g, act);
+  gather_expert_inputs(ctx, g, xn);
+  expert_gate_up(ctx, w, g);
+  expert_swiglu(ctx, !w.ffn_gate_up_exps.empty(), g.rows());
+  expert_down(ctx, w, g);
   combine_choices(ctx, g, weights, out);
 }
 

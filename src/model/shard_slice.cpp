@@ -32,33 +32,35 @@ enum class Cut {
 };
 enum class Axis { kRows, kCols };
 
-template <typename Slot>
-bool is(const TensorDecl& d, Slot slot) {
-  const auto* s = std::get_if<Slot>(&d.slot);
-  return s && *s == slot;
+// Whether the declaration binds one of these weight slots.
+template <typename... Slots>
+bool has_slot(const TensorDecl& d, Slots... slots) {
+  const auto binds = [&d](auto slot) {
+    const auto* s = std::get_if<decltype(slot)>(&d.slot);
+    return s && *s == slot;
+  };
+  return (binds(slots) || ...);
 }
 
 Cut cut_of(const TensorDecl& d) {
   using L = LayerWeights;
   using G = GlobalWeights;
   if (d.mtp) return Cut::kWhole;  // the MTP block drafts on one member, whole
-  if (is(d, &L::attn_q) || is(d, &L::attn_q_bias)) return Cut::kQRows;
-  if (is(d, &L::attn_k) || is(d, &L::attn_v) || is(d, &L::attn_k_bias) || is(d, &L::attn_v_bias)) return Cut::kKvRows;
-  if (is(d, &L::attn_output)) return Cut::kQCols;
-  if (is(d, &L::ffn_gate) || is(d, &L::ffn_up) || is(d, &L::ffn_gate_bias) || is(d, &L::ffn_up_bias)) return Cut::kFfRows;
-  if (is(d, &L::ffn_down)) return Cut::kFfCols;
-  if (is(d, &L::attn_output_bias) || is(d, &L::ffn_down_bias)) return Cut::kFirst;
-  if (is(d, &G::output) || is(d, &G::output_bias)) return Cut::kVocabRows;
-  if (is(d, &L::attn_qkv) || is(d, &L::ssm_conv1d)) return Cut::kSsmChannels;
-  if (is(d, &L::attn_gate) || is(d, &L::ssm_beta) || is(d, &L::ssm_alpha) || is(d, &L::ssm_dt_bias) || is(d, &L::ssm_a)) {
-    return Cut::kSsmVHeads;
-  }
-  if (is(d, &L::ssm_out)) return Cut::kSsmOutCols;
-  if (is(d, &L::ffn_gate_exps) || is(d, &L::ffn_up_exps)) return Cut::kExpertRows;
-  if (is(d, &L::ffn_gate_up_exps)) return Cut::kExpertFused;
-  if (is(d, &L::ffn_down_exps)) return Cut::kExpertCols;
-  if (is(d, &L::ffn_gate_shexp) || is(d, &L::ffn_up_shexp)) return Cut::kSharedRows;
-  if (is(d, &L::ffn_down_shexp)) return Cut::kSharedCols;
+  if (has_slot(d, &L::attn_q, &L::attn_q_bias)) return Cut::kQRows;
+  if (has_slot(d, &L::attn_k, &L::attn_v, &L::attn_k_bias, &L::attn_v_bias)) return Cut::kKvRows;
+  if (has_slot(d, &L::attn_output)) return Cut::kQCols;
+  if (has_slot(d, &L::ffn_gate, &L::ffn_up, &L::ffn_gate_bias, &L::ffn_up_bias)) return Cut::kFfRows;
+  if (has_slot(d, &L::ffn_down)) return Cut::kFfCols;
+  if (has_slot(d, &L::attn_output_bias, &L::ffn_down_bias)) return Cut::kFirst;
+  if (has_slot(d, &G::output, &G::output_bias)) return Cut::kVocabRows;
+  if (has_slot(d, &L::attn_qkv, &L::ssm_conv1d)) return Cut::kSsmChannels;
+  if (has_slot(d, &L::attn_gate, &L::ssm_beta, &L::ssm_alpha, &L::ssm_dt_bias, &L::ssm_a)) return Cut::kSsmVHeads;
+  if (has_slot(d, &L::ssm_out)) return Cut::kSsmOutCols;
+  if (has_slot(d, &L::ffn_gate_exps, &L::ffn_up_exps)) return Cut::kExpertRows;
+  if (has_slot(d, &L::ffn_gate_up_exps)) return Cut::kExpertFused;
+  if (has_slot(d, &L::ffn_down_exps)) return Cut::kExpertCols;
+  if (has_slot(d, &L::ffn_gate_shexp, &L::ffn_up_shexp)) return Cut::kSharedRows;
+  if (has_slot(d, &L::ffn_down_shexp)) return Cut::kSharedCols;
   return Cut::kWhole;
 }
 
@@ -227,7 +229,7 @@ SliceBytes shard_slice_bytes(const HParams& hp, const TensorDecl& d, const gguf:
                              bool embeds) {
   if (!s.split()) return {};
   const Cut cut = cut_of(d);
-  const bool head_rows = head_rows_only(s, embeds) && is(d, &GlobalWeights::token_embd);
+  const bool head_rows = head_rows_only(s, embeds) && has_slot(d, &GlobalWeights::token_embd);
   if (cut == Cut::kWhole && !head_rows) return {};
   if (cut == Cut::kFirst) return s.index == 0 ? SliceBytes{} : SliceBytes{false, {}};
   const Pieces p = head_rows ? Pieces{hp.n_vocab, {output_rows(s, hp.n_vocab)}} : pieces(hp, s, cut);

@@ -32,12 +32,14 @@ struct ScratchFloats {
   uint64_t transient = 0;   // the largest sublayer's temporaries (quantized inputs, routing, tiles)
 };
 
-uint64_t u(int64_t v) { return static_cast<uint64_t>(std::max<int64_t>(0, v)); }
+uint64_t nonneg_u64(int64_t v) { return static_cast<uint64_t>(std::max<int64_t>(0, v)); }
 
 ScratchFloats layer_scratch(const HParams& hp, const StageConfig& stage, bool gated, bool moe) {
-  const uint64_t T = u(stage.n_batch), E = u(hp.n_embd), threads = u(std::max(1, stage.n_threads));
-  const uint64_t qw = u(int64_t{hp.n_head} * hp.head_dim_k), ow = u(int64_t{hp.n_head} * hp.head_dim_v);
-  const uint64_t kw = u(hp.n_embd_k_gqa()), vw = u(hp.n_embd_v_gqa());
+  const uint64_t T = nonneg_u64(stage.n_batch), E = nonneg_u64(hp.n_embd);
+  const uint64_t threads = nonneg_u64(std::max(1, stage.n_threads));
+  const uint64_t qw = nonneg_u64(int64_t{hp.n_head} * hp.head_dim_k);
+  const uint64_t ow = nonneg_u64(int64_t{hp.n_head} * hp.head_dim_v);
+  const uint64_t kw = nonneg_u64(hp.n_embd_k_gqa()), vw = nonneg_u64(hp.n_embd_v_gqa());
   bool attention = false, recurrent = false;
   for (size_t il = 0; il < stage.owned.size(); ++il) {
     if (!stage.owned[il]) continue;
@@ -53,18 +55,19 @@ ScratchFloats layer_scratch(const HParams& hp, const StageConfig& stage, bool ga
     attn = T * (gated ? qw : ow);
     if (gated) gate = T * qw;
     // Per-thread query tiles (attention.cpp: at most 32 rows of head_dim each) and the token order.
-    f.transient = std::max(f.transient, threads * 32 * (u(hp.head_dim_k) + 5) + 3 * T);
+    f.transient = std::max(f.transient, threads * 32 * (nonneg_u64(hp.head_dim_k) + 5) + 3 * T);
   }
   if (recurrent) {
-    const uint64_t C = u(hp.ssm_conv_channels()), V = u(hp.ssm_inner_size), Hv = u(hp.ssm_n_v_heads);
+    const uint64_t C = nonneg_u64(hp.ssm_conv_channels()), V = nonneg_u64(hp.ssm_inner_size);
+    const uint64_t Hv = nonneg_u64(hp.ssm_n_v_heads);
     f.persistent += T * (2 * C + 2 * V + 2 * Hv) + T * std::max(C + V, 2 * Hv);  // mix, conv, z, delta, beta, decay, ba
     widest_input = std::max(widest_input, V);
     // The rows grouped by sequence (the delta rule runs token by token in place).
     f.transient = std::max(f.transient, 2 * T);
   }
   if (moe) {
-    const uint64_t X = u(hp.n_expert), R = T * u(hp.n_expert_used), F = u(hp.n_ff_expert);
-    const uint64_t S = u(hp.n_ff_shared_expert);
+    const uint64_t X = nonneg_u64(hp.n_expert), R = T * nonneg_u64(hp.n_expert_used), F = nonneg_u64(hp.n_ff_expert);
+    const uint64_t S = nonneg_u64(hp.n_ff_shared_expert);
     f.persistent += T * X + R * (2 * E + 2 * F + F) + (S > 0 ? T * E : 0);  // router, expert_in/out, gate(|up), up, shared
     gate = std::max(gate, T * S);
     up = std::max(up, T * S);
@@ -72,9 +75,9 @@ ScratchFloats layer_scratch(const HParams& hp, const StageConfig& stage, bool ga
     // Gathered rows quantized for gate/up and down (f32 at most), the sort by expert and the routing.
     f.transient = std::max(f.transient, R * (E + F) + 2 * (2 * X + 2 * R) + 2 * R + 2 * X);
   } else if (hp.n_ff > 0) {
-    gate = std::max(gate, T * u(hp.n_ff));
-    up = std::max(up, T * u(hp.n_ff));
-    widest_input = std::max(widest_input, u(hp.n_ff));
+    gate = std::max(gate, T * nonneg_u64(hp.n_ff));
+    up = std::max(up, T * nonneg_u64(hp.n_ff));
+    widest_input = std::max(widest_input, nonneg_u64(hp.n_ff));
   }
   f.persistent += gate + up + attn;
   // A sublayer keeps its normed input quantized (two weight formats at most) while the second
@@ -133,7 +136,7 @@ memory::KvConfig mtp_kv_config(const HParams& hp, const Architecture& arch, cons
 }
 
 uint64_t scratch_bytes(const HParams& hp, const StageConfig& stage) {
-  const uint64_t T = u(stage.n_batch), E = u(hp.n_embd), V = u(hp.n_vocab);
+  const uint64_t T = nonneg_u64(stage.n_batch), E = nonneg_u64(hp.n_embd), V = nonneg_u64(hp.n_vocab);
   uint64_t floats = T * E;  // the hidden rows the stage runs on
   if (any_owned(stage.owned)) {
     const ScratchFloats f = layer_scratch(hp, stage, hp.has_recurrent_layers(), hp.n_expert > 0);

@@ -87,13 +87,12 @@ double process_cpu_seconds() {
 
 }  // namespace
 
-// Where the time goes, in CPU seconds for the 3.8 GB of a 30B-A3B Q4_K_M on two threads (a loaded
-// machine; 2.7-3.9 in all, 13.3 with the old per-element loops): faulting in the new pages ~1.6-2.6,
-// faulting in the mapped source ~0.3, repacking ~1.4 (a memcpy of the same bytes: 0.55), releasing
-// the source pages ~0.15. The destination asks for 2 MiB pages (aligned_buffer): a 1 GiB fill took
-// 0.15-0.43 s in them against 0.57-0.83 in 4 KiB pages, but 2.3-3.1 s the first time on a VM (no
-// compaction counted: likely the hypervisor backing fresh memory); decode reads them faster
-// (bench/README.md). MADV_POPULATE_WRITE / MADV_POPULATE_READ / MADV_WILLNEED gained nothing.
+// Where the time goes: faulting in the new pages most of it, then repacking (far faster than the old
+// per-element loops, slower than a memcpy of the same bytes), faulting in the mapped source and
+// releasing its pages. The destination asks for 2 MiB pages (aligned_buffer): they fill faster
+// than 4 KiB pages, except the first time on a VM (no compaction counted: likely the hypervisor
+// backing fresh memory), and decode reads them faster. The figures are in bench/README.md.
+// MADV_POPULATE_WRITE / MADV_POPULATE_READ / MADV_WILLNEED gained nothing.
 uint64_t StageRunner::repack_weights() {
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = process_cpu_seconds();

@@ -99,10 +99,10 @@ class GrpcExecutor final : public exec::StageExecutor {
   Status join_mesh(const std::vector<std::string>& members, bool steps_over_link) override {
     return link_->join_mesh(spec_.session(), members, steps_over_link);
   }
-  Status post_step(model::Collective& links, int32_t member, const exec::Hop& hop, const model::Batch& batch,
-                   const std::vector<float>& hidden, int32_t top_k) override;
-  Result<std::vector<float>> take_step(model::Collective& links, int32_t member, const model::Batch& batch,
-                                       int32_t top_k) override;
+  Status send_batch_over_link(model::Collective& links, int32_t member, const exec::Hop& hop,
+                              const model::Batch& batch, const std::vector<float>& hidden, int32_t top_k) override;
+  Result<std::vector<float>> receive_logits_over_link(model::Collective& links, int32_t member,
+                                                      const model::Batch& batch, int32_t top_k) override;
   void end() override {
     if (!spec_.session().empty()) link_->end_session(spec_.session());
   }
@@ -182,8 +182,8 @@ Result<std::vector<float>> GrpcExecutor::take_logits(const v1::ForwardReply& rep
   return model::widen_logits(std::move(logits), vocab_, n_vocab_);
 }
 
-Status GrpcExecutor::post_step(model::Collective& links, int32_t member, const exec::Hop& hop,
-                               const model::Batch& batch, const std::vector<float>& hidden, int32_t top_k) {
+Status GrpcExecutor::send_batch_over_link(model::Collective& links, int32_t member, const exec::Hop& hop,
+                                          const model::Batch& batch, const std::vector<float>& hidden, int32_t top_k) {
   STRATA_ASSIGN(v1::ForwardRequest req, request({&hop, 1}, batch, top_k));
   req.set_hidden(hidden.data(), hidden.size() * sizeof(float));
   return links.send_message(member, req.SerializeAsString());
@@ -191,8 +191,8 @@ Status GrpcExecutor::post_step(model::Collective& links, int32_t member, const e
 
 // The answer is bounded before it is read: the rows that want logits, each the member's vocabulary
 // rows or top_k candidates, and room for an error.
-Result<std::vector<float>> GrpcExecutor::take_step(model::Collective& links, int32_t member,
-                                                   const model::Batch& batch, int32_t top_k) {
+Result<std::vector<float>> GrpcExecutor::receive_logits_over_link(model::Collective& links, int32_t member,
+                                                                  const model::Batch& batch, int32_t top_k) {
   const auto n_out = static_cast<uint64_t>(std::count(batch.logits.begin(), batch.logits.end(), 1));
   const uint64_t row = std::max<uint64_t>(uint64_t{4} * static_cast<uint32_t>(vocab_.size()),
                                           uint64_t{8} * static_cast<uint32_t>(std::max(top_k, 0)));

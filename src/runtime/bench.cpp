@@ -17,6 +17,7 @@
 
 #include "gguf/names.h"
 #include "runtime/generate.h"
+#include "runtime/prompt_chunks.h"
 #include "tensor/thread_pool.h"
 
 namespace strata::runtime {
@@ -46,10 +47,11 @@ std::string test_name(const char* kind, int32_t n, int32_t depth) {
   return kind + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : "");
 }
 
-// Sequence 0 holding `depth` random tokens, and a way back to exactly that before every run.
-class Depth {
+// The context a test runs after (llama-bench's n_depth): sequence 0 holding `depth` random tokens,
+// filled once, and a way back to exactly that before every run.
+class ContextPrefix {
  public:
-  static Result<Depth> fill(Engine& engine, int32_t depth, int32_t n_test) {
+  static Result<ContextPrefix> fill(Engine& engine, int32_t depth, int32_t n_test) {
     if (depth < 0 || static_cast<int64_t>(depth) + n_test > engine.n_ctx_per_seq()) {
       return make_error("bench: depth {} plus {} test tokens exceed the context {}", depth, n_test, engine.n_ctx_per_seq());
     }
@@ -61,7 +63,7 @@ class Depth {
         STRATA_TRY(engine.save_checkpoint(0, depth));
       }
     }
-    return Depth(engine, depth);
+    return ContextPrefix(engine, depth);
   }
   Status rewind() {
     if (depth_ == 0) return engine_->clear_seq(0);
@@ -70,7 +72,7 @@ class Depth {
   }
 
  private:
-  Depth(Engine& engine, int32_t depth) : engine_(&engine), depth_(depth) {}
+  ContextPrefix(Engine& engine, int32_t depth) : engine_(&engine), depth_(depth) {}
   Engine* engine_;
   int32_t depth_;
 };
@@ -96,17 +98,15 @@ Result<BenchResult> bench_prompt(Engine& engine, int32_t n_prompt, int32_t repet
   }
   BenchResult r{test_name("pp", n_prompt, depth), n_prompt, 0, depth, 1, {}};
   const std::vector<text::Token> tokens = random_tokens(engine, n_prompt, 1);
-  STRATA_ASSIGN(Depth at, Depth::fill(engine, depth, n_prompt));
-  model::Batch batch;
+  STRATA_ASSIGN(ContextPrefix prefix, ContextPrefix::fill(engine, depth, n_prompt));
+  const auto decode_chunk = [&engine](const model::Batch& batch) -> Status {
+    STRATA_TRY(engine.decode(batch, 0));
+    return {};
+  };
   for (int32_t i = -1; i < repetitions; ++i) {  // i == -1: warm-up
-    STRATA_TRY(at.rewind());
+    STRATA_TRY(prefix.rewind());
     const auto start = std::chrono::steady_clock::now();
-    for (int32_t b = 0; b < n_prompt; b += engine.n_batch()) {
-      batch.clear();
-      const int32_t end = std::min(n_prompt, b + engine.n_batch());
-      for (int32_t t = b; t < end; ++t) batch.add(tokens[t], depth + t, 0, t == n_prompt - 1);
-      STRATA_TRY(engine.decode(batch, 0));
-    }
+    STRATA_TRY(feed_prompt_chunks(tokens, engine.n_batch(), {0, depth, false}, decode_chunk));
     const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
     if (i >= 0) r.samples_ns.push_back(ns);
   }
@@ -122,10 +122,10 @@ Result<BenchResult> bench_steps(Engine& engine, BenchResult r, int32_t repetitio
   const int32_t rows = r.rows_per_step, steps = r.n_gen, depth = r.n_depth;
   const std::vector<text::Token> tokens = random_tokens(engine, steps * rows, 2);
   const int32_t top_k = sampling::candidates_needed(sampling::Params{}, engine.n_vocab());
-  STRATA_ASSIGN(Depth at, Depth::fill(engine, depth, steps * rows));
+  STRATA_ASSIGN(ContextPrefix prefix, ContextPrefix::fill(engine, depth, steps * rows));
   model::Batch batch;
   for (int32_t i = -1; i < repetitions; ++i) {  // i == -1: warm-up
-    STRATA_TRY(at.rewind());
+    STRATA_TRY(prefix.rewind());
     const auto start = std::chrono::steady_clock::now();
     for (int32_t t = 0; t < steps * rows; t += rows) {
       if (before_step) STRATA_TRY(before_step(depth + t));
@@ -165,7 +165,7 @@ Result<BenchResult> bench_check(Engine& engine, int32_t k, int32_t n_checks, int
       }
     }
     if (!engine.needs_checkpoints()) return {};
-    if (held >= 0 && !(depth > 0 && held == depth)) STRATA_TRY(engine.drop_checkpoint(0, held));  // keep Depth's
+    if (held >= 0 && !(depth > 0 && held == depth)) STRATA_TRY(engine.drop_checkpoint(0, held));  // not the prefix's
     held = pos;
     return engine.save_checkpoint(0, pos);
   };

@@ -17,7 +17,7 @@ namespace {
 // A short period: with the usual 100 ms, a node busy for 20 ms of each token never meets its quota
 // and runs at full speed, and a held -sm tensor member stalls its whole group for tens of ms; with
 // 2 ms, bursts of a few ms are held to the share and a stall costs the group at most ~1 ms (10 ms
-// made a tensor split 3x slower than its members' speeds predict). A share of a whole core or more
+// made a tensor split far slower than its members' speeds predict). A share of a whole core or more
 // is not worth holding a one-thread worker to: the quota is handed out in slices, and a quota equal
 // to a short period throttles even a process within it.
 long period_us(double cores) { return std::max(2000L, std::lround(std::ceil(1000.0 / cores))); }

@@ -1,7 +1,8 @@
 #include "runtime/generate.h"
 
-#include <algorithm>
 #include <chrono>
+
+#include "runtime/prompt_chunks.h"
 
 namespace strata::runtime {
 namespace {
@@ -37,17 +38,12 @@ Result<std::vector<float>> evaluate_prompt(Engine& engine, int32_t seq, const st
   STRATA_TRY(check_prompt(engine, tokens));
   STRATA_TRY(engine.clear_seq(seq));
   std::vector<float> logits;
-  model::Batch batch;
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  for (int64_t start = 0; start < n; start += engine.n_batch()) {
-    const int64_t end = std::min<int64_t>(n, start + engine.n_batch());
-    batch.clear();
-    for (int64_t i = start; i < end; ++i) {
-      batch.add(tokens[i], static_cast<int32_t>(i), seq, all_logits || i == n - 1);
-    }
+  const auto decode_chunk = [&](const model::Batch& batch) -> Status {
     STRATA_ASSIGN(std::vector<float> part, engine.decode(batch, all_logits ? 0 : top_k));
     logits.insert(logits.end(), part.begin(), part.end());
-  }
+    return {};
+  };
+  STRATA_TRY(feed_prompt_chunks(tokens, engine.n_batch(), {seq, 0, all_logits}, decode_chunk));
   return logits;
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/prompt_chunks.h"
+
 namespace strata::runtime {
 
 Generation::Generation(const GenerationParams& params, int32_t seq, const GenerationModel& model)
@@ -46,19 +48,15 @@ Feed Generation::feed(model::Batch& batch, int32_t budget) {
     out.wants_logits = true;
     return out;
   }
-  const size_t room = static_cast<size_t>(budget - batch.size());
-  size_t take = std::min(room, params_.prompt.size() - prompt_done_);
+  size_t room = static_cast<size_t>(budget - batch.size());
   for (int32_t b : breaks_) {
     if (static_cast<size_t>(b) > prompt_done_) {
-      take = std::min(take, static_cast<size_t>(b) - prompt_done_);
+      room = std::min(room, static_cast<size_t>(b) - prompt_done_);
       break;
     }
   }
-  for (size_t i = 0; i < take; ++i) {
-    const size_t at = prompt_done_ + i;
-    out.wants_logits = at + 1 == params_.prompt.size();
-    batch.add(params_.prompt[at], static_cast<int32_t>(at), seq_, out.wants_logits);
-  }
+  const size_t take = add_prompt_chunk(batch, params_.prompt, prompt_done_, room, {seq_, 0, false});
+  out.wants_logits = take > 0 && prompt_done_ + take == params_.prompt.size();
   prompt_done_ += take;
   n_past_ += static_cast<int32_t>(take);
   out.prompt_rows = static_cast<int32_t>(take);

@@ -73,13 +73,13 @@ Result<std::vector<float>> TensorGroup::run(const model::Batch& batch, const std
     for (size_t i = 1; i < group.size(); ++i) {
       exec::StageExecutor& node = *nodes_[group[i]];
       const exec::Hop hop{&node, 0, n_layer, true, false};
-      STRATA_TRY(node.post_step(*mesh_, static_cast<int32_t>(i), hop, batch, hidden, top_k));
+      STRATA_TRY(node.send_batch_over_link(*mesh_, static_cast<int32_t>(i), hop, batch, hidden, top_k));
     }
     inputs_[0] = hidden;
     const exec::Hop hop{&local_, 0, n_layer, true, false};
     out[0] = local_.run({&hop, 1}, batch, inputs_[0], top_k);
     for (size_t i = 1; i < group.size(); ++i) {
-      out[i] = nodes_[group[i]]->take_step(*mesh_, static_cast<int32_t>(i), batch, top_k);
+      out[i] = nodes_[group[i]]->receive_logits_over_link(*mesh_, static_cast<int32_t>(i), batch, top_k);
     }
     return merge(out);
   }

@@ -10,7 +10,7 @@ namespace strata::tensor {
 
 // From 2 MiB on they are mappings of their own asking for 2 MiB pages (MADV_HUGEPAGE): one-token
 // products stream the weights (sliced and repacked views, the speed probe's matrices), and with
-// 4 KiB pages every 4 KiB costs a page walk (bench/README.md: Llama-1B decode +7% on a Zen 4 VM).
+// 4 KiB pages every 4 KiB costs a page walk (decode gains: bench/README.md).
 // STRATA_HUGE_PAGES=off leaves them to the kernel's default (where a huge page's first fault is dear).
 struct AlignedFree {
   size_t mapped = 0;  // bytes of the mapping; 0: from operator new

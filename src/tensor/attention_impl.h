@@ -257,99 +257,118 @@ struct AttentionKernel {
     }
   }
 
-  static void run(const AttentionTask& t) {
-    thread_local AttentionWork ws;
-    const int32_t R = t.n_rows;
-    const int64_t dkp = round_up(t.dk, W), dvp = round_up(t.dv, W);
-    const int32_t P = attention_tile_positions(t.dk, t.dv);
-    const int64_t Pp = round_up(P, W);
-    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  static constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-    ws.q.assign(R * dkp, 0.0f);
-    ws.acc.assign(R * dvp, 0.0f);
-    ws.kt.resize(W * dkp);
-    ws.kT.resize(dkp * Pp);
-    ws.vt.resize(P * dvp);
-    ws.w.resize(R * Pp);
+  // A task's padded sizes: dk and dv rounded up to whole vectors, P positions per tile (Pp rounded up).
+  struct Sizes {
+    int64_t dkp, dvp;
+    int32_t P;
+    int64_t Pp;
+  };
+
+  // The working memory for the task's rows: queries padded with zeros, accumulators zero, running
+  // maxima -inf and sums 0. Returns the most positions any row sees.
+  static int32_t prepare(const AttentionTask& t, const Sizes& z, AttentionWork& ws) {
+    const int32_t R = t.n_rows;
+    ws.q.assign(R * z.dkp, 0.0f);
+    ws.acc.assign(R * z.dvp, 0.0f);
+    ws.kt.resize(W * z.dkp);
+    ws.kT.resize(z.dkp * z.Pp);
+    ws.vt.resize(z.P * z.dvp);
+    ws.w.resize(R * z.Pp);
     ws.m.assign(R, kNegInf);
     ws.l.assign(R, 0.0f);
     ws.c.resize(R);
     ws.n_tile.resize(R);
     int32_t n_max = 0;
     for (int32_t r = 0; r < R; ++r) {
-      std::copy(t.q[r], t.q[r] + t.dk, ws.q.data() + r * dkp);
+      std::copy(t.q[r], t.q[r] + t.dk, ws.q.data() + r * z.dkp);
       n_max = std::max(n_max, t.n_kv[r]);
     }
-    float* acc_ptr[4];
-    const float* w_ptr[4];
+    return n_max;
+  }
+
+  // The tile's values to F32 (vt) and its keys transposed (kT).
+  static void load_tile(const AttentionTask& t, const Sizes& z, int32_t p0, int32_t np, AttentionWork& ws) {
+    for (int32_t p = 0; p < np; ++p) {
+      to_f32(t.v_type, t.v + (p0 + p) * t.v_stride_bytes, ws.vt.data() + p * z.dvp, t.dv, z.dvp);
+    }
+    transpose_keys(t, p0, np, z.dkp, ws.kt.data(), ws.kT.data(), z.Pp);
+  }
+
+  // Scores for runs of up to kScoreRows rows that have positions in the tile (each row's scores are
+  // the same whichever rows share its run).
+  static void score_tile(const AttentionTask& t, const Sizes& z, AttentionWork& ws) {
+    const int32_t R = t.n_rows;
     const float* q_ptr[4] = {};
     float* w_rows[4] = {};
-    float c_blk[4];
-
-    const int32_t p_stop = std::min(n_max, t.p_end);
-    for (int32_t p0 = t.p_begin; p0 < p_stop; p0 += P) {
-      const int32_t np = std::min(P, p_stop - p0);
-      prefetch(t, p0 + P, std::min(p0 + 2 * P, p_stop));
-      for (int32_t p = 0; p < np; ++p) {
-        to_f32(t.v_type, t.v + (p0 + p) * t.v_stride_bytes, ws.vt.data() + p * dvp, t.dv, dvp);
+    for (int32_t r = 0; r < R;) {
+      if (ws.n_tile[r] == 0) {
+        ++r;
+        continue;
       }
-      transpose_keys(t, p0, np, dkp, ws.kt.data(), ws.kT.data(), Pp);
-      for (int32_t r = 0; r < R; ++r) ws.n_tile[r] = std::clamp(std::min(t.n_kv[r], t.p_end) - p0, 0, np);
-      // Scores for runs of up to kScoreRows rows that have positions here (each row's scores are
-      // the same whichever rows share its run), then weights row by row: the max moves once a tile.
-      for (int32_t r = 0; r < R;) {
-        if (ws.n_tile[r] == 0) {
-          ++r;
-          continue;
-        }
-        int32_t e = r, n_run = 0;
-        for (; e < R && e - r < S::kScoreRows && ws.n_tile[e] > 0; ++e) {
-          q_ptr[e - r] = ws.q.data() + e * dkp;
-          w_rows[e - r] = ws.w.data() + e * Pp;
-          n_run = std::max(n_run, ws.n_tile[e]);
-        }
-        scores(e - r, q_ptr, ws.kT.data(), Pp, t.dk, static_cast<int32_t>(round_up(n_run, W) / W), t.scale, w_rows);
-        r = e;
+      int32_t e = r, n_run = 0;
+      for (; e < R && e - r < S::kScoreRows && ws.n_tile[e] > 0; ++e) {
+        q_ptr[e - r] = ws.q.data() + e * z.dkp;
+        w_rows[e - r] = ws.w.data() + e * z.Pp;
+        n_run = std::max(n_run, ws.n_tile[e]);
       }
-      for (int32_t r = 0; r < R; ++r) {
-        const int32_t n = ws.n_tile[r];
-        if (n == 0) continue;
-        float* w = ws.w.data() + r * Pp;
-        const int64_t nv = round_up(n, W);
-        std::fill(w + n, w + nv, kNegInf);
-        V mx = S::set1(kNegInf);
-        for (int64_t i = 0; i < nv; i += W) mx = S::max(mx, S::load(w + i));
-        const float m_new = std::max(ws.m[r], S::hmax(mx));
-        const V mv = S::set1(m_new);
-        V sum = S::zero();
-        for (int64_t i = 0; i < nv; i += W) {
-          const V e = S::exp(S::sub(S::load(w + i), mv));
-          S::store(w + i, e);
-          sum = S::add(sum, e);
-        }
-        const float c = std::exp(ws.m[r] - m_new);  // 0 on the first tile (m = -inf)
-        ws.c[r] = c;
-        ws.l[r] = ws.l[r] * c + S::hsum(sum);
-        ws.m[r] = m_new;
-      }
-      // Values: runs of rows with the same count (one token's heads) share each V load.
-      for (int32_t r = 0; r < R;) {
-        const int32_t n = ws.n_tile[r];
-        int32_t e = r + 1;
-        while (e < R && e - r < 4 && ws.n_tile[e] == n) ++e;
-        if (n > 0) {
-          for (int32_t i = r; i < e; ++i) {
-            acc_ptr[i - r] = ws.acc.data() + i * dvp;
-            w_ptr[i - r] = ws.w.data() + i * Pp;
-            c_blk[i - r] = ws.c[i];
-          }
-          accumulate_rows(e - r, acc_ptr, w_ptr, c_blk, ws.vt.data(), dvp, n);
-        }
-        r = e;
-      }
+      scores(e - r, q_ptr, ws.kT.data(), z.Pp, t.dk, static_cast<int32_t>(round_up(n_run, W) / W), t.scale, w_rows);
+      r = e;
     }
+  }
+
+  // Scores to weights row by row (online softmax): the max moves once a tile, and c rescales what
+  // the row accumulated before.
+  static void softmax_tile(int32_t R, const Sizes& z, AttentionWork& ws) {
     for (int32_t r = 0; r < R; ++r) {
-      const float* a = ws.acc.data() + r * dvp;
+      const int32_t n = ws.n_tile[r];
+      if (n == 0) continue;
+      float* w = ws.w.data() + r * z.Pp;
+      const int64_t nv = round_up(n, W);
+      std::fill(w + n, w + nv, kNegInf);
+      V mx = S::set1(kNegInf);
+      for (int64_t i = 0; i < nv; i += W) mx = S::max(mx, S::load(w + i));
+      const float m_new = std::max(ws.m[r], S::hmax(mx));
+      const V mv = S::set1(m_new);
+      V sum = S::zero();
+      for (int64_t i = 0; i < nv; i += W) {
+        const V e = S::exp(S::sub(S::load(w + i), mv));
+        S::store(w + i, e);
+        sum = S::add(sum, e);
+      }
+      const float c = std::exp(ws.m[r] - m_new);  // 0 on the first tile (m = -inf)
+      ws.c[r] = c;
+      ws.l[r] = ws.l[r] * c + S::hsum(sum);
+      ws.m[r] = m_new;
+    }
+  }
+
+  // Values: runs of rows with the same count (one token's heads) share each V load.
+  static void accumulate_tile(int32_t R, const Sizes& z, AttentionWork& ws) {
+    float* acc_ptr[4];
+    const float* w_ptr[4];
+    float c_blk[4];
+    for (int32_t r = 0; r < R;) {
+      const int32_t n = ws.n_tile[r];
+      int32_t e = r + 1;
+      while (e < R && e - r < 4 && ws.n_tile[e] == n) ++e;
+      if (n > 0) {
+        for (int32_t i = r; i < e; ++i) {
+          acc_ptr[i - r] = ws.acc.data() + i * z.dvp;
+          w_ptr[i - r] = ws.w.data() + i * z.Pp;
+          c_blk[i - r] = ws.c[i];
+        }
+        accumulate_rows(e - r, acc_ptr, w_ptr, c_blk, ws.vt.data(), z.dvp, n);
+      }
+      r = e;
+    }
+  }
+
+  // Each row's output: acc / l, or with t.m set (one span of several) acc, m and l to combine.
+  static void write_rows(const AttentionTask& t, const Sizes& z, const AttentionWork& ws) {
+    for (int32_t r = 0; r < t.n_rows; ++r) {
+      const float* a = ws.acc.data() + r * z.dvp;
       if (t.m) {
         t.m[r] = ws.m[r];
         t.l[r] = ws.l[r];
@@ -359,6 +378,25 @@ struct AttentionKernel {
       const float inv = 1.0f / ws.l[r];
       for (int32_t d = 0; d < t.dv; ++d) t.out[r][d] = a[d] * inv;
     }
+  }
+
+  static void run(const AttentionTask& t) {
+    thread_local AttentionWork ws;
+    const int32_t R = t.n_rows;
+    const int32_t P = attention_tile_positions(t.dk, t.dv);
+    const Sizes z{round_up(t.dk, W), round_up(t.dv, W), P, round_up(P, W)};
+    const int32_t n_max = prepare(t, z, ws);
+    const int32_t p_stop = std::min(n_max, t.p_end);
+    for (int32_t p0 = t.p_begin; p0 < p_stop; p0 += P) {
+      const int32_t np = std::min(P, p_stop - p0);
+      prefetch(t, p0 + P, std::min(p0 + 2 * P, p_stop));
+      load_tile(t, z, p0, np, ws);
+      for (int32_t r = 0; r < R; ++r) ws.n_tile[r] = std::clamp(std::min(t.n_kv[r], t.p_end) - p0, 0, np);
+      score_tile(t, z, ws);
+      softmax_tile(R, z, ws);
+      accumulate_tile(R, z, ws);
+    }
+    write_rows(t, z, ws);
   }
 };
 

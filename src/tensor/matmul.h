@@ -66,7 +66,7 @@ void matmul_rows(const MatrixView& w, const QuantizedActivations& x, int64_t x_f
                  int64_t y_stride, int64_t r0, int64_t r1);
 // One-token products stream the weights from memory: each thread walks its own contiguous share of
 // the rows (ThreadPool::parallel_for_shares) in steps of this many rows. 32-row blocks handed out
-// in turn made two threads read at the speed of one (23 against 44 GB/s, matmul_decode bench).
+// in turn made two threads read at the speed of one (matmul_decode bench).
 inline constexpr int64_t kDecodeRowsPerStep = 32;
 
 // Several independent products in one parallel region: a decode step of a mixture-of-experts layer

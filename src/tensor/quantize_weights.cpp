@@ -22,16 +22,13 @@ inline int round_even(float v) {
   return (bits & 0x007fffff) - 0x00400000;
 }
 
-inline uint16_t h(float f) { return fp32_to_fp16(f); }
-inline float f(uint16_t v) { return fp16_to_fp32(v); }
-
 void q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += kQK) {
     float amax = 0;
     for (int i = 0; i < kQK; ++i) amax = std::max(amax, std::fabs(x[i]));
     const float d = amax / 127.f;
     const float id = d != 0 ? 1.f / d : 0.f;
-    y[b].d = h(d);
+    y[b].d = fp32_to_fp16(d);
     for (int i = 0; i < kQK; ++i) y[b].qs[i] = static_cast<int8_t>(std::round(x[i] * id));
   }
 }
@@ -52,7 +49,7 @@ void q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += kQK) {
     const float d = signed_absmax(x, kQK) / -8.f;
     const float id = d != 0 ? 1.f / d : 0.f;
-    y[b].d = h(d);
+    y[b].d = fp32_to_fp16(d);
     for (int j = 0; j < 16; ++j) {
       const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
       const int hi = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 8.5f)));
@@ -76,7 +73,7 @@ void q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += kQK) {
     const float d = signed_absmax(x, kQK) / -16.f;
     const float id = d != 0 ? 1.f / d : 0.f;
-    y[b].d = h(d);
+    y[b].d = fp32_to_fp16(d);
     int q[kQK];
     for (int i = 0; i < kQK; ++i) q[i] = std::min(31, static_cast<int>(static_cast<int8_t>(x[i] * id + 16.5f)));
     pack5(q, y[b].qs, y[b].qh);
@@ -92,8 +89,8 @@ void q5_1(const float* x, BlockQ5_1* y, int64_t nb) {
     }
     const float d = (mx - mn) / 31.f;
     const float id = d != 0 ? 1.f / d : 0.f;
-    y[b].d = h(d);
-    y[b].m = h(mn);
+    y[b].d = fp32_to_fp16(d);
+    y[b].m = fp32_to_fp16(mn);
     int q[kQK];
     for (int i = 0; i < kQK; ++i) q[i] = static_cast<uint8_t>((x[i] - mn) * id + 0.5f);
     pack5(q, y[b].qs, y[b].qh);
@@ -227,16 +224,16 @@ void kquant_affine(const float* x, int nmax, float rmin, int nstep, uint16_t* d_
       scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
     }
   }
-  *d_out = h(max_scale / 63.f);
-  *dmin_out = h(max_min / 63.f);
+  *d_out = fp32_to_fp16(max_scale / 63.f);
+  *dmin_out = fp32_to_fp16(max_min / 63.f);
   uint64_t sc_packed, m_packed;
   unpack_k4_scales(scales, &sc_packed, &m_packed);
   for (int j = 0; j < 8; ++j) {
     const int sc = static_cast<int>((sc_packed >> (8 * j)) & 0xff);
     const int m = static_cast<int>((m_packed >> (8 * j)) & 0xff);
-    const float d = f(*d_out) * sc;
+    const float d = fp16_to_fp32(*d_out) * sc;
     if (d == 0) continue;
-    const float dm = f(*dmin_out) * m;
+    const float dm = fp16_to_fp32(*dmin_out) * m;
     for (int l = 0; l < 32; ++l) {
       L[32 * j + l] = static_cast<uint8_t>(std::clamp(round_even((x[32 * j + l] + dm) / d), 0, nmax));
     }
@@ -298,10 +295,10 @@ void q6_k(const float* x, BlockQ6K* y, int64_t nb) {
       continue;
     }
     const float iscale = -128.f / max_scale;
-    blk.d = h(1.f / iscale);
+    blk.d = fp32_to_fp16(1.f / iscale);
     for (int j = 0; j < 16; ++j) blk.scales[j] = static_cast<int8_t>(std::min(127, round_even(iscale * sub_scale[j])));
     for (int j = 0; j < 16; ++j) {
-      const float d = f(blk.d) * blk.scales[j];
+      const float d = fp16_to_fp32(blk.d) * blk.scales[j];
       if (d == 0) continue;
       for (int l = 0; l < 16; ++l) {
         L[16 * j + l] = static_cast<int8_t>(std::clamp(round_even(x[16 * j + l] / d), -32, 31) + 32);

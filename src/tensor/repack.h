@@ -48,9 +48,9 @@ MatrixView repacked_view(const MatrixView& w, const uint8_t* dst);
 void unpack_row(const MatrixView& w, int64_t r, uint8_t* out);
 
 // One-token products of repacked matrices stream every weight once from memory. Asking for the
-// bytes 4 KB ahead in software doubled that speed on one host (7.4 -> 9.8 GB/s, Q4_K, one thread)
-// and halved it on another (19.0 -> 9.0 GB/s), so the process measures it on its own weights
-// (calibrate_decode_prefetch) and keeps the faster. Either way every output is the same bits.
+// bytes 4 KB ahead in software sped that up on one host and halved it on another, so the process
+// measures it on its own weights (calibrate_decode_prefetch) and keeps the faster. Either way every
+// output is the same bits.
 void set_decode_prefetch(bool on);
 struct PrefetchChoice {
   bool on = true;

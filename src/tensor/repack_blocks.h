@@ -27,7 +27,7 @@ struct BlockQ4Kx16 {
 // Q5_K: Q4_K's header, then per 32-element sub-block s its nibbles (elements 32s + 8p + j as in
 // Q4_0) and its high bits: bit b of qh byte (r, j) is bit 4 of element 32s + 4b + j. Sub-blocks are
 // contiguous so that decode reads the block front to back (two streams a block apart defeated the
-// prefetcher: 9 against 23 GB/s for Q6_K).
+// prefetcher).
 struct BlockQ5Kx16 {
   static constexpr int kElems = 256;
   uint16_t d[16];

@@ -2,8 +2,8 @@
 // (layouts in repack_blocks.h). Works on 64-bit words: every output dword is a few shifts and masks
 // of 8 source bytes, the high bits are transposed with delta swaps, no per-element loop or branch.
 // Internal linkage only (see blocks.h), so a SIMD file could include it under its own flags. An
-// AVX-512 version (four rows transposed per store; commit c2af80c) ran 2x faster in cache but no
-// faster from memory, where loading is: both ~4 GB/s against a memcpy's ~10, so it was dropped.
+// AVX-512 version (four rows transposed per store; commit c2af80c) ran faster in cache but no
+// faster from memory, where loading is (both well under a memcpy), so it was dropped.
 #pragma once
 
 #include <bit>
@@ -146,7 +146,7 @@ template <typename X, typename B>
 
 // Groups [g0, g1) of a matrix (rows of B blocks, nb per row, row_stride apart) into dst
 // (group_bytes per group of 16 rows), each block through Row. The source is read front to back, row
-// by row: block by block across 16 rows made 16 streams that the prefetchers lost (3x slower). A
+// by row: block by block across 16 rows made 16 streams that the prefetchers lost. A
 // group's output stays in cache meanwhile.
 template <typename B, typename X, void (*Row)(const B&, X&, int)>
 void repack_rows(const uint8_t* src, size_t row_stride, int64_t nb, uint8_t* dst, size_t group_bytes, int64_t g0,

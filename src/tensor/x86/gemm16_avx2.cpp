@@ -52,7 +52,7 @@ inline __m256i scales_i8(const int8_t (&sc)[16][2], int h, int s) {
 
 // Pins an accumulator to a register at this point of the chain. GCC otherwise computes every
 // product of an unrolled sub-block first and sums them afterwards, spilling most of them (Q4_K
-// prompts: 83 GFLOP/s, against 110 with the chains kept).
+// prompts ran markedly slower).
 inline void in_order(__m256i& v) { asm("" : "+x"(v)); }
 
 inline __m256i madd_add(__m256i acc, __m256i pairs16, __m256i scale16) {
@@ -337,8 +337,8 @@ struct Q6Kx16 : KQuantBlocks<Q6Kx16> {
 // Both halves together read each weight byte once and share each activation broadcast (decode, and
 // prompts of the 32-element formats, whose unpacking is cheap); the K-quants' prompts run one half
 // at a time in tiles of 4 tokens, so each unpacked weight register serves 4 tokens, the group's
-// other half then coming from L1/L2 (matmul/<type>/2048/repacked, one thread: Q4_K 95 against 88
-// GFLOP/s, Q6_K 105 against 66; Q8_0 92 against 81, Q4_0 127 against 110 the other way round).
+// other half then coming from L1/L2 (matmul/<type>/2048/repacked, one thread: faster for the
+// K-quants, slower for Q8_0 and Q4_0).
 template <typename K, int H, bool kStream, int N = 4 / H>
 inline void run_n(int nt, int64_t n, const typename K::X* w, const ActRows& a, int64_t t0, int h0, float* y, int64_t ys) {
   if constexpr (N >= 1) {
@@ -352,11 +352,9 @@ inline void run_n(int nt, int64_t n, const typename K::X* w, const ActRows& a, i
 
 // Halves [h0, h0 + H) of one group for every tile of tokens. With at most 8 tokens (decode, server
 // slots) every weight is read once, and the first tile streams it from memory: the 32-element
-// formats with software prefetch (Q8_0 one-token decode, one thread: 9.1-10.2 against 6.8-9.5
-// GB/s), the K-quants without, as on Zen 3 their 37 prefetches a block cost more than they gain
-// (Q4_K 5.9-6.4 against 7.5-9.8 GB/s on one thread, 11.0-11.8 against 13.9-16.6 on two;
-// matmul_decode/<type>/<threads>/repacked, three interleaved runs each). The rest reuse the group
-// from cache.
+// formats with software prefetch (faster for Q8_0), the K-quants without, as on Zen 3 their 37
+// prefetches a block cost more than they gain (matmul_decode/<type>/<threads>/repacked, three
+// interleaved runs each). The rest reuse the group from cache.
 template <typename K, int H>
 inline void tiles(int64_t n, const typename K::X* w, const ActRows& a, int64_t tokens, int h0, bool stream, float* y,
                   int64_t ys) {
@@ -389,10 +387,9 @@ inline void block_tile(int nt, const typename K::X& b, const BlockQ8K* const* ab
 // 3-8 tokens (server slots decoding together) of a K-quant group: block by block, each block's
 // halves and tiles of 4 tokens in turn, so that the weights stream from memory at an even pace
 // while they are multiplied (one half over the whole group and then the other left the memory idle
-// half of the time). matmul_decode/Q4_K/2threads/repacked/{4,8}tokens, medians of interleaved runs
-// on Zen 5 capped to AVX2: 12.2 -> 13.0 and 7.8 -> 8.6 GB/s; what remains are stalls on the weight
-// loads even with software prefetch. Every output sees the half tiles' operations in the same
-// order, so the bits are theirs.
+// half of the time; matmul_decode/Q4_K/2threads/repacked/{4,8}tokens gained). What remains are
+// stalls on the weight loads even with software prefetch. Every output sees the half tiles'
+// operations in the same order, so the bits are theirs.
 template <typename K>
 void few_tokens(int64_t n, const typename K::X* w, const ActRows& a, int64_t tokens, bool stream, float* y,
                 int64_t ys) {
