@@ -19,6 +19,11 @@ ApiError bad_field(const std::string& param, const std::string& message) {
   return e;
 }
 
+const json* optional_field(const json& j, std::string_view key) {
+  const auto it = j.find(key);  // end() when j is not an object
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
 std::string field_name(const std::string& where, const std::string& key) {
   return where.empty() ? key : where + "." + key;
 }
@@ -55,35 +60,37 @@ std::optional<ApiError> parse_body(const std::string& body, json& out) {
 
 std::optional<ApiError> read_number(const json& j, const char* key, double& out, double lo, double hi,
                                     const std::string& where) {
-  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  const json* v = optional_field(j, key);
+  if (!v) return std::nullopt;
   const std::string name = field_name(where, key);
-  const json& v = j[key];
-  if (!v.is_number()) return bad_field(name, "'" + name + "' must be a number");
-  const double d = v.get<double>();
+  if (!v->is_number()) return bad_field(name, "'" + name + "' must be a number");
+  const double d = v->get<double>();
   if (!(d >= lo && d <= hi)) return bad_field(name, fmt::format("'{}' must be between {} and {}", name, lo, hi));
   out = d;
   return std::nullopt;
 }
 
 std::optional<ApiError> read_bool(const json& j, const char* key, bool& out, const std::string& where) {
-  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  const json* v = optional_field(j, key);
+  if (!v) return std::nullopt;
   const std::string name = field_name(where, key);
-  if (!j[key].is_boolean()) return bad_field(name, "'" + name + "' must be a boolean");
-  out = j[key].get<bool>();
+  if (!v->is_boolean()) return bad_field(name, "'" + name + "' must be a boolean");
+  out = v->get<bool>();
   return std::nullopt;
 }
 
 std::optional<ApiError> read_string(const json& j, const char* key, std::string& out, const std::string& where) {
-  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  const json* v = optional_field(j, key);
+  if (!v) return std::nullopt;
   const std::string name = field_name(where, key);
-  if (!j[key].is_string()) return bad_field(name, "'" + name + "' must be a string");
-  out = j[key].get<std::string>();
+  if (!v->is_string()) return bad_field(name, "'" + name + "' must be a string");
+  out = v->get<std::string>();
   return std::nullopt;
 }
 
 std::optional<ApiError> need_string(const json& j, const char* key, std::string& out, const std::string& where) {
   const std::string name = field_name(where, key);
-  if (!j.contains(key) || j[key].is_null()) return bad_field(name, "'" + name + "' is required");
+  if (!optional_field(j, key)) return bad_field(name, "'" + name + "' is required");
   return read_string(j, key, out, where);
 }
 

@@ -6,6 +6,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 namespace strata::server {
 
@@ -27,6 +29,11 @@ size_t json_nesting_depth(std::string_view text);
 // Parses a request body that must be a JSON object of bounded depth.
 std::optional<ApiError> parse_body(const std::string& body, nlohmann::json& out);
 
+// The value of an optional field: nullptr when `key` is absent or null (or `j` is not an object).
+const nlohmann::json* optional_field(const nlohmann::json& j, std::string_view key);
+// The dotted name of a field inside `where`.
+std::string field_name(const std::string& where, const std::string& key);
+
 // Optional fields: absent or null leaves `out` alone; a wrong type or range is an error naming `key`
 // (prefixed by `where.` when `where` is given).
 std::optional<ApiError> read_number(const nlohmann::json& j, const char* key, double& out, double lo, double hi,
@@ -37,9 +44,9 @@ std::optional<ApiError> read_number_as(const nlohmann::json& j, const char* key,
   double d = static_cast<double>(out);
   if (auto e = read_number(j, key, d, lo, hi, where)) return e;
   if constexpr (std::is_integral_v<T>) {
-    if (j.contains(key) && !j[key].is_null() && !j[key].is_number_integer()) {
-      return bad_field(where.empty() ? key : where + "." + key,
-                       "'" + (where.empty() ? std::string(key) : where + "." + key) + "' must be an integer");
+    if (const nlohmann::json* v = optional_field(j, key); v && !v->is_number_integer()) {
+      const std::string name = field_name(where, key);
+      return bad_field(name, "'" + name + "' must be an integer");
     }
   }
   out = static_cast<T>(d);
@@ -51,7 +58,5 @@ std::optional<ApiError> read_string(const nlohmann::json& j, const char* key, st
 // A required string field.
 std::optional<ApiError> need_string(const nlohmann::json& j, const char* key, std::string& out,
                                     const std::string& where = "");
-// The dotted name of a field inside `where`.
-std::string field_name(const std::string& where, const std::string& key);
 
 }  // namespace strata::server
