@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "server/openai_api.h"
+#include "server/request_fields.h"
 
 namespace strata::server {
 namespace {

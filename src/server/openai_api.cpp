@@ -219,45 +219,6 @@ std::optional<ApiError> parse_openai_messages(const json& msgs, const std::strin
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_server_extras(const json& j, TurnRequest& turn) {
-  if (auto e = read_bool(j, "ignore_eos", turn.generation.ignore_eos)) return e;
-  if (optional_field(j, "cache_prompt")) {
-    bool cache = true;
-    if (auto e = read_bool(j, "cache_prompt", cache)) return e;
-    turn.cache_prompt = cache;
-  }
-  return std::nullopt;
-}
-
-std::optional<ApiError> parse_template_kwargs(const json& j, TurnRequest& turn) {
-  const json* kwargs = optional_field(j, "chat_template_kwargs");
-  if (!kwargs) return std::nullopt;
-  const json& k = *kwargs;
-  if (!k.is_object()) return bad_field("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-  bool thinking = true;
-  if (auto e = read_bool(k, "enable_thinking", thinking, "chat_template_kwargs")) return e;
-  for (auto it = k.begin(); it != k.end(); ++it) turn.template_kwargs[it.key()] = it.value();
-  return std::nullopt;
-}
-
-std::optional<ApiError> parse_sampling(const json& j, sampling::Params& s) {
-  s.temp = 1.0f;  // OpenAI's default; llama.cpp's 0.8 applies only to its own tools
-  s.top_p = 1.0f;
-  s.top_k = 0;
-  s.min_p = 0.0f;
-  if (auto e = read_number_as(j, "temperature", s.temp, 0, 2)) return e;
-  if (auto e = read_number_as(j, "top_p", s.top_p, 0, 1)) return e;
-  if (auto e = read_number_as(j, "top_k", s.top_k, 0, 1 << 20)) return e;
-  if (auto e = read_number_as(j, "min_p", s.min_p, 0, 1)) return e;
-  if (auto e = read_number_as(j, "presence_penalty", s.presence_penalty, -2, 2)) return e;
-  if (auto e = read_number_as(j, "frequency_penalty", s.frequency_penalty, -2, 2)) return e;
-  if (auto e = read_number_as(j, "repeat_penalty", s.repeat_penalty, 0.01, 10)) return e;
-  int64_t seed = -1;
-  if (auto e = read_number_as(j, "seed", seed, -1, 4294967295.0)) return e;
-  s.seed = seed < 0 ? sampling::kRandomSeed : static_cast<uint32_t>(seed);
-  return std::nullopt;
-}
-
 std::optional<ApiError> OpenAiCompletions::parse(const json& j, TurnRequest& turn) {
   if (auto e = read_string(j, "model", requested_model_)) return e;
   turn.chat = chat_;

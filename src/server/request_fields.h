@@ -1,5 +1,6 @@
 // What every wire format shares when it reads a request body: the error type (OpenAI's shape by
-// default; each format words its own body) and readers of optional typed fields that name the field.
+// default; each format words its own body), readers of optional typed fields that name the field,
+// and the fields every format takes (sampling, llama-server's extensions, chat_template_kwargs).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,7 +10,11 @@
 #include <string_view>
 #include <type_traits>
 
+#include "sampling/sampler.h"
+
 namespace strata::server {
+
+struct TurnRequest;  // chat_turn.h, which includes this header for ApiError
 
 // An API error with its HTTP status.
 struct ApiError {
@@ -58,5 +63,13 @@ std::optional<ApiError> read_string(const nlohmann::json& j, const char* key, st
 // A required string field.
 std::optional<ApiError> need_string(const nlohmann::json& j, const char* key, std::string& out,
                                     const std::string& where = "");
+
+// llama-server's chat_template_kwargs object (e.g. {"enable_thinking": false}).
+std::optional<ApiError> parse_template_kwargs(const nlohmann::json& j, TurnRequest& turn);
+// llama-server's extensions every format takes: ignore_eos, cache_prompt.
+std::optional<ApiError> parse_server_extras(const nlohmann::json& j, TurnRequest& turn);
+// Sampling fields every format shares under OpenAI's names: temperature, top_p, top_k, min_p,
+// penalties, seed.
+std::optional<ApiError> parse_sampling(const nlohmann::json& j, sampling::Params& s);
 
 }  // namespace strata::server

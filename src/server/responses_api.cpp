@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "server/openai_api.h"
+#include "server/request_fields.h"
 
 namespace strata::server {
 namespace {
