@@ -218,7 +218,7 @@ std::optional<ApiError> AnthropicMessages::parse(const json& j, TurnRequest& tur
   if (auto e = parse_server_extras(j, turn)) return e;
   if (auto e = read_bool(j, "stream", stream_)) return e;
   sampling::Params& s = turn.generation.sampling;
-  if (auto e = parse_sampling(json::object(), s)) return e;  // OpenAI's defaults, which are Anthropic's too
+  set_api_sampling_defaults(s);  // then only Anthropic's own fields, with its temperature range
   if (auto e = read_number_as(j, "temperature", s.temp, 0, 1)) return e;
   if (auto e = read_number_as(j, "top_p", s.top_p, 0, 1)) return e;
   if (auto e = read_number_as(j, "top_k", s.top_k, 0, 1 << 20)) return e;

@@ -117,11 +117,16 @@ std::optional<ApiError> parse_template_kwargs(const json& j, TurnRequest& turn) 
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_sampling(const json& j, sampling::Params& s) {
+void set_api_sampling_defaults(sampling::Params& s) {
   s.temp = 1.0f;  // OpenAI's default; llama.cpp's 0.8 applies only to its own tools
   s.top_p = 1.0f;
   s.top_k = 0;
   s.min_p = 0.0f;
+  s.seed = sampling::kRandomSeed;
+}
+
+std::optional<ApiError> parse_sampling(const json& j, sampling::Params& s) {
+  set_api_sampling_defaults(s);
   if (auto e = read_number_as(j, "temperature", s.temp, 0, 2)) return e;
   if (auto e = read_number_as(j, "top_p", s.top_p, 0, 1)) return e;
   if (auto e = read_number_as(j, "top_k", s.top_k, 0, 1 << 20)) return e;

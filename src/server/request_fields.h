@@ -68,8 +68,10 @@ std::optional<ApiError> need_string(const nlohmann::json& j, const char* key, st
 std::optional<ApiError> parse_template_kwargs(const nlohmann::json& j, TurnRequest& turn);
 // llama-server's extensions every format takes: ignore_eos, cache_prompt.
 std::optional<ApiError> parse_server_extras(const nlohmann::json& j, TurnRequest& turn);
-// Sampling fields every format shares under OpenAI's names: temperature, top_p, top_k, min_p,
-// penalties, seed.
+// What a request that sets no sampling field gets: OpenAI's defaults, which are Anthropic's too.
+void set_api_sampling_defaults(sampling::Params& s);
+// The defaults above, then the sampling fields under OpenAI's names: temperature, top_p, top_k,
+// min_p, penalties, seed.
 std::optional<ApiError> parse_sampling(const nlohmann::json& j, sampling::Params& s);
 
 }  // namespace strata::server
