@@ -112,14 +112,7 @@ std::optional<ApiError> parse_tools(const json& j, TurnRequest& turn) {
       const std::string at = fmt::format("tools[{}]", i);
       if (!t.is_object()) return bad_field(at, "'" + at + "' must be an object");
       if (t.contains("type") && t["type"] != "custom") return bad_field(at + ".type", "'" + at + ".type': only custom (function) tools are supported");
-      std::string name, description;
-      if (auto e = need_string(t, "name", name, at)) return e;
-      if (auto e = read_string(t, "description", description, at)) return e;
-      if (!t.contains("input_schema") || !t["input_schema"].is_object()) {
-        return bad_field(at + ".input_schema", "'" + at + ".input_schema' must be an object");
-      }
-      turn.tools.push_back({{"type", "function"},
-                            {"function", {{"name", name}, {"description", description}, {"parameters", t["input_schema"]}}}});
+      if (auto e = read_flat_tool(t, at, "input_schema", true, turn.tools)) return e;
     }
   }
   const json* choice = optional_field(j, "tool_choice");
@@ -135,7 +128,7 @@ std::optional<ApiError> parse_tools(const json& j, TurnRequest& turn) {
   else if (type == "any") turn.tool_choice = "required";
   else if (type == "tool") {
     if (auto e = need_string(c, "name", name, "tool_choice")) return e;
-    turn.tool_choice = {{"type", "function"}, {"function", {{"name", name}}}};
+    turn.tool_choice = function_tool_choice(name);
   } else {
     return bad_field("tool_choice.type", "'tool_choice.type' must be auto, any, tool or none, not '" + type + "'");
   }

@@ -117,6 +117,28 @@ std::optional<ApiError> parse_template_kwargs(const json& j, TurnRequest& turn) 
   return std::nullopt;
 }
 
+json function_tool(const std::string& name, const std::string& description, const json& parameters) {
+  return {{"type", "function"}, {"function", {{"name", name}, {"description", description}, {"parameters", parameters}}}};
+}
+
+json function_tool_choice(const std::string& name) {
+  return {{"type", "function"}, {"function", {{"name", name}}}};
+}
+
+std::optional<ApiError> read_flat_tool(const json& t, const std::string& at, const char* schema_key,
+                                       bool schema_required, json& tools) {
+  std::string name, description;
+  if (auto e = need_string(t, "name", name, at)) return e;
+  if (auto e = read_string(t, "description", description, at)) return e;
+  const json* schema = optional_field(t, schema_key);
+  if (schema ? !schema->is_object() : schema_required) {
+    const std::string field = field_name(at, schema_key);
+    return bad_field(field, "'" + field + "' must be an object");
+  }
+  tools.push_back(function_tool(name, description, schema ? *schema : json::object()));
+  return std::nullopt;
+}
+
 void set_api_sampling_defaults(sampling::Params& s) {
   s.temp = 1.0f;  // OpenAI's default; llama.cpp's 0.8 applies only to its own tools
   s.top_p = 1.0f;

@@ -68,6 +68,17 @@ std::optional<ApiError> need_string(const nlohmann::json& j, const char* key, st
 std::optional<ApiError> parse_template_kwargs(const nlohmann::json& j, TurnRequest& turn);
 // llama-server's extensions every format takes: ignore_eos, cache_prompt.
 std::optional<ApiError> parse_server_extras(const nlohmann::json& j, TurnRequest& turn);
+// OpenAI chat's function tool, the shape TurnRequest::tools holds (and chat templates read):
+// {"type": "function", "function": {"name", "description", "parameters"}}.
+nlohmann::json function_tool(const std::string& name, const std::string& description,
+                             const nlohmann::json& parameters);
+// OpenAI chat's tool_choice naming one function: {"type": "function", "function": {"name"}}.
+nlohmann::json function_tool_choice(const std::string& name);
+// A flat tool definition {name, description, <schema_key>} (Anthropic's and the Responses API's
+// tools) appended to `tools` as a function tool. An absent or null schema is an error when
+// `schema_required`, else {}.
+std::optional<ApiError> read_flat_tool(const nlohmann::json& t, const std::string& at, const char* schema_key,
+                                       bool schema_required, nlohmann::json& tools);
 // What a request that sets no sampling field gets: OpenAI's defaults, which are Anthropic's too.
 void set_api_sampling_defaults(sampling::Params& s);
 // The defaults above, then the sampling fields under OpenAI's names: temperature, top_p, top_k,

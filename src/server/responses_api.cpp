@@ -103,16 +103,10 @@ std::optional<ApiError> parse_tools(const json& j, TurnRequest& turn) {
     const json& t = (*tools)[i];
     const std::string at = fmt::format("tools[{}]", i);
     if (!t.is_object()) return bad_field(at, "'" + at + "' must be an object");
-    std::string type, name, description;
+    std::string type;
     if (auto e = need_string(t, "type", type, at)) return e;
     if (type != "function") return bad_field(at + ".type", "'" + at + ".type' " + type + " is not supported (function)");
-    if (auto e = need_string(t, "name", name, at)) return e;
-    if (auto e = read_string(t, "description", description, at)) return e;
-    const json* given = optional_field(t, "parameters");
-    json parameters = given ? *given : json::object();
-    if (!parameters.is_object()) return bad_field(at + ".parameters", "'" + at + ".parameters' must be an object");
-    turn.tools.push_back({{"type", "function"},
-                          {"function", {{"name", name}, {"description", description}, {"parameters", parameters}}}});
+    if (auto e = read_flat_tool(t, at, "parameters", false, turn.tools)) return e;
   }
   return std::nullopt;
 }
@@ -130,7 +124,7 @@ std::optional<ApiError> parse_tool_choice(const json& j, TurnRequest& turn) {
   if (auto e = need_string(c, "type", type, "tool_choice")) return e;
   if (type != "function") return bad_field("tool_choice.type", "'tool_choice.type' must be function");
   if (auto e = need_string(c, "name", name, "tool_choice")) return e;
-  turn.tool_choice = {{"type", "function"}, {"function", {{"name", name}}}};
+  turn.tool_choice = function_tool_choice(name);
   return std::nullopt;
 }
 

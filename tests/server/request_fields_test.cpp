@@ -1,5 +1,5 @@
 // The readers every wire format shares: an absent field and a null one read the same, a present one
-// is the request's own value.
+// is the request's own value; tools of every format become OpenAI chat's function tools.
 #include "server/request_fields.h"
 
 #include <gtest/gtest.h>
@@ -46,6 +46,36 @@ TEST(RequestFields, readers_leave_an_absent_or_null_field_alone_and_name_a_wrong
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "tools[0].name");
   EXPECT_EQ(e->message, "'tools[0].name' is required");
+}
+
+TEST(RequestFields, tools_and_a_named_choice_take_openai_chats_shape) {
+  const json schema = {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}};
+  EXPECT_EQ(function_tool("get", "the weather", schema),
+            json::parse(R"({"type":"function","function":{"name":"get","description":"the weather",
+              "parameters":{"type":"object","properties":{"city":{"type":"string"}}}}})"));
+  EXPECT_EQ(function_tool_choice("get"), json::parse(R"({"type":"function","function":{"name":"get"}})"));
+}
+
+TEST(RequestFields, a_flat_tool_becomes_a_function_tool_and_its_schema_must_be_an_object) {
+  json tools = json::array();
+  ASSERT_FALSE(read_flat_tool(json{{"name", "get"}, {"input_schema", {{"type", "object"}}}}, "tools[0]", "input_schema",
+                              true, tools));
+  ASSERT_FALSE(read_flat_tool(json{{"name", "now"}, {"description", "the time"}, {"parameters", nullptr}}, "tools[1]",
+                              "parameters", false, tools));
+  EXPECT_EQ(tools, json::array({function_tool("get", "", {{"type", "object"}}),
+                                function_tool("now", "the time", json::object())}));
+
+  auto e = read_flat_tool(json{{"name", "get"}}, "tools[2]", "input_schema", true, tools);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "tools[2].input_schema");
+  EXPECT_EQ(e->message, "'tools[2].input_schema' must be an object");
+  e = read_flat_tool(json{{"name", "get"}, {"parameters", "{}"}}, "tools[3]", "parameters", false, tools);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "tools[3].parameters");
+  e = read_flat_tool(json{{"description", "d"}, {"parameters", json::object()}}, "tools[4]", "parameters", false, tools);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "tools[4].name");
+  EXPECT_EQ(tools.size(), 2u);  // nothing appended for a refused tool
 }
 
 }  // namespace
