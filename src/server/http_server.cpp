@@ -282,8 +282,8 @@ Result<TurnSetup> turn_setup(const ServerOptions& options) {
   return setup;
 }
 
-// Every endpoint; the handlers run on the front's worker threads.
-void add_routes(HttpFront& http, Api& api, const ServerOptions& options) {
+// /health, /metrics and what the model and cluster are (/v1/models, /props, /v1/cluster).
+void add_status_routes(HttpFront& http, Api& api) {
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     Ready* r = api.ready();
     if (!r) return send_json(res, 503, {{"status", "loading"}, {"message", "loading the model"}});
@@ -314,6 +314,12 @@ void add_routes(HttpFront& http, Api& api, const ServerOptions& options) {
     if (!r) return;
     send_json(res, 200, cluster_json(*r->engine, *r->scheduler, r->model_id));
   };
+  http.Get("/props", cluster);
+  http.Get("/v1/cluster", cluster);
+}
+
+// llama-server's GET /slots and POST /slots/ID?action=save|restore|erase.
+void add_slot_routes(HttpFront& http, Api& api, const ServerOptions& options) {
   http.Get("/slots", [&](const httplib::Request& req, httplib::Response& res) {
     if (!api.authorized(req, res)) return;
     Ready* r = api.require_ready(res);
@@ -340,8 +346,10 @@ void add_routes(HttpFront& http, Api& api, const ServerOptions& options) {
                                                   req.get_param_value("action"), req.body);
     send_json(res, a.status, a.body);
   });
-  http.Get("/props", cluster);
-  http.Get("/v1/cluster", cluster);
+}
+
+// The turn endpoints of every wire format, /tokenize and /detokenize, and the web page.
+void add_turn_routes(HttpFront& http, Api& api) {
   auto route = [&](const char* path, auto make_wire) {
     http.Post(path, [&api, make_wire](const httplib::Request& req, httplib::Response& res) { api.run_turn(req, res, make_wire()); });
   };
@@ -362,23 +370,33 @@ void add_routes(HttpFront& http, Api& api, const ServerOptions& options) {
   });
 }
 
-}  // namespace
+// Every endpoint; the handlers run on the front's worker threads.
+void add_routes(HttpFront& http, Api& api, const ServerOptions& options) {
+  add_status_routes(http, api);
+  add_slot_routes(http, api, options);
+  add_turn_routes(http, api);
+}
 
-Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& options) {
-  if (options.port < 0 || options.port > 65535) return make_error("--port {} out of range", options.port);
+// SIGINT and SIGTERM, blocked before any thread starts so every thread inherits the mask and serve()
+// takes them with sigwait. SIGPIPE is ignored: a client that leaves is no reason to exit.
+sigset_t block_stop_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
 
-  STRATA_ASSIGN(auto chosen_template, template_override(options));
-  STRATA_ASSIGN(TurnSetup setup, turn_setup(options));
-  Api api(options);
-  FrontLimits limits;
-  limits.worker_threads = options.http_threads;
-  HttpFront http(limits);
+int wait_for_signal(const sigset_t& signals) {
+  int sig = 0;
+  sigwait(&signals, &sig);
+  return sig;
+}
+
+// httplib's settings for the front's limits; an exception in a handler is answered with a 500.
+void configure_front(HttpFront& http, const FrontLimits& limits) {
   http.set_payload_max_length(limits.max_body_bytes);
   http.set_keep_alive_max_count(100000);  // what the Keep-Alive response header announces
   http.set_keep_alive_timeout(limits.idle_timeout_ms / 1000);
@@ -395,14 +413,10 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
     }
     send_error(res, err);
   });
+}
 
-  add_routes(http, api, options);
-
-  STRATA_ASSIGN(const int port, http.bind(options.host, options.port));
-  http.run();
-  spdlog::info("server: listening on http://{}:{} (health 503 until the model is ready)", options.host, port);
-
-  auto stop_http = [&] { http.stop(); };
+// The engine's options with what serving adds to its plan: checkpoints, MTP and the host cache.
+runtime::EngineOptions planned_engine_options(const runtime::EngineOptions& engine_options, const ServerOptions& options) {
   runtime::EngineOptions planned = engine_options;
   // Kept by every node for its recurrent layers: the prompt cache's, and speculation's one.
   planned.n_checkpoints = options.ctx_checkpoints + runtime::Speculation::checkpoints_needed(options.spec);
@@ -410,42 +424,74 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   // -1: no limit of its own; each node still keeps it within a quarter of its free memory.
   planned.cache_ram_bytes = options.cache_ram_mib < 0 ? read_memory_facts().available / 4
                                                       : sat_mul(uint64_t(options.cache_ram_mib), uint64_t(1) << 20);
-  auto engine = runtime::Engine::load(planned);
-  if (!engine.ok()) {
-    stop_http();
-    return make_error("loading failed: {}", engine.error().message);
-  }
-  if (options.warmup) {
-    // One decode through every stage of the plan before the first request.
-    model::Batch batch;
-    const text::Token t = (*engine)->vocab().bos() >= 0 ? (*engine)->vocab().bos() : 0;
-    batch.add(t, 0, 0, true);
-    auto warm = (*engine)->decode(batch);
-    if (!warm.ok()) {
-      stop_http();
-      return make_error("warm-up failed: {}", warm.error().message);
-    }
-    (void)(*engine)->clear_seq(0);
-    spdlog::info("server: warm-up decode went through all {} stage(s)", (*engine)->plan().stages.size());
-  }
-  Ready ready;
-  ready.engine = engine->get();
-  ready.chat_template = served_template(std::move(chosen_template), (*engine)->model().file());
+  return planned;
+}
+
+// One decode through every stage of the plan before the first request.
+Status warm_up(runtime::Engine& engine) {
+  model::Batch batch;
+  const text::Token t = engine.vocab().bos() >= 0 ? engine.vocab().bos() : 0;
+  batch.add(t, 0, 0, true);
+  auto warm = engine.decode(batch);
+  if (!warm.ok()) return std::move(warm).error();
+  (void)engine.clear_seq(0);
+  spdlog::info("server: warm-up decode went through all {} stage(s)", engine.plan().stages.size());
+  return {};
+}
+
+// The handlers' engine, template and turn settings; the template's chat format is logged.
+void set_engine(Ready& ready, runtime::Engine& engine, text::ChatTemplate chat_template, const TurnSetup& setup) {
+  ready.engine = &engine;
+  ready.chat_template = std::move(chat_template);
   ready.setup = setup;
-  ready.setup.engine = engine->get();
+  ready.setup.engine = &engine;
   ready.setup.chat_template = &ready.chat_template;
   ready.setup.format = chat::detect_format(ready.chat_template.source());
   spdlog::info("server: chat format: tool calls {}, thinking {}", chat::tool_format_name(ready.setup.format.tools),
                ready.setup.format.thinking ? "yes" : "no");
-  ready.model_id = options.model_alias.empty() ? std::filesystem::path(engine_options.model_path).filename().string()
-                                               : options.model_alias;
-  ready.created = std::time(nullptr);
+}
+
+SchedulerOptions scheduler_options(const ServerOptions& options) {
   SchedulerOptions scheduling;
   scheduling.slot_prompt_similarity = options.slot_prompt_similarity;
   scheduling.spec = options.spec;
   if (options.spec.enabled()) spdlog::info("server: speculative decoding {} in every slot (draft n-max {})",
                                            runtime::spec_type_name(options.spec.type), options.spec.n_max);
-  Scheduler scheduler(**engine, scheduling);
+  return scheduling;
+}
+
+}  // namespace
+
+Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& options) {
+  if (options.port < 0 || options.port > 65535) return make_error("--port {} out of range", options.port);
+  const sigset_t stop_signals = block_stop_signals();
+  STRATA_ASSIGN(auto chosen_template, template_override(options));
+  STRATA_ASSIGN(TurnSetup setup, turn_setup(options));
+  Api api(options);
+  FrontLimits limits;
+  limits.worker_threads = options.http_threads;
+  HttpFront http(limits);
+  configure_front(http, limits);
+  add_routes(http, api, options);
+  STRATA_ASSIGN(const int port, http.bind(options.host, options.port));
+  http.run();
+  spdlog::info("server: listening on http://{}:{} (health 503 until the model is ready)", options.host, port);
+
+  auto engine = runtime::Engine::load(planned_engine_options(engine_options, options));
+  if (!engine.ok()) {
+    http.stop();
+    return make_error("loading failed: {}", engine.error().message);
+  }
+  if (Status warm = options.warmup ? warm_up(**engine) : Status(); !warm.ok()) {
+    http.stop();
+    return make_error("warm-up failed: {}", warm.error().message);
+  }
+  Ready ready;
+  set_engine(ready, **engine, served_template(std::move(chosen_template), (*engine)->model().file()), setup);
+  ready.model_id = options.model_alias.empty() ? std::filesystem::path(engine_options.model_path).filename().string()
+                                               : options.model_alias;
+  ready.created = std::time(nullptr);
+  Scheduler scheduler(**engine, scheduler_options(options));
   ready.scheduler = &scheduler;
   ready.setup.scheduler = &scheduler;
   api.set_ready(&ready);
@@ -453,12 +499,10 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
                (*engine)->n_ctx_per_seq());
   if (!options.ready_file.empty()) std::ofstream(options.ready_file) << options.host << ":" << port << "\n";
 
-  int sig = 0;
-  sigwait(&signals, &sig);
-  spdlog::info("server: signal {}, shutting down", sig);
+  spdlog::info("server: signal {}, shutting down", wait_for_signal(stop_signals));
   api.set_ready(nullptr);
   scheduler.stop();
-  stop_http();
+  http.stop();
   return {};
 }
 
