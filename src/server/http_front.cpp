@@ -39,7 +39,9 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::string canned(int status, const char* reason, const std::string& message) {
+// A complete HTTP/1.1 error response (OpenAI's error body, Connection: close): the last thing a refused
+// connection is sent.
+std::string http_error_response(int status, const char* reason, const std::string& message) {
   const std::string body = R"({"error":{"message":")" + message + R"(","type":"invalid_request_error"}})";
   return "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
@@ -62,7 +64,7 @@ Framing frame_request(const std::string& buf, const FrontLimits& limits) {
   if (end == std::string::npos || end + 4 > limits.max_header_bytes) {
     if (buf.size() > limits.max_header_bytes) {
       f.kind = Framing::kRefused;
-      f.refusal = canned(431, "Request Header Fields Too Large", "the request headers are too large");
+      f.refusal = http_error_response(431, "Request Header Fields Too Large", "the request headers are too large");
     }
     return f;
   }
@@ -79,7 +81,7 @@ Framing frame_request(const std::string& buf, const FrontLimits& limits) {
     if (colon == std::string_view::npos || colon == 0 || line[0] == ' ' || line[0] == '\t' ||
         line[colon - 1] == ' ' || line[colon - 1] == '\t' || line.find('\n') != std::string_view::npos) {
       f.kind = Framing::kRefused;
-      f.refusal = canned(400, "Bad Request", "malformed header line");
+      f.refusal = http_error_response(400, "Bad Request", "malformed header line");
       return f;
     }
     const std::string_view name = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
@@ -89,13 +91,13 @@ Framing frame_request(const std::string& buf, const FrontLimits& limits) {
       for (char ch : value) digits = digits && ch >= '0' && ch <= '9', v = v * 10 + static_cast<uint64_t>(ch - '0');
       if (!digits || (has_length && v != length)) {
         f.kind = Framing::kRefused;
-        f.refusal = canned(400, "Bad Request", "malformed Content-Length");
+        f.refusal = http_error_response(400, "Bad Request", "malformed Content-Length");
         return f;
       }
       length = v, has_length = true;
     } else if (iequals(name, "transfer-encoding") && !iequals(value, "identity")) {
       f.kind = Framing::kRefused;
-      f.refusal = canned(411, "Length Required", "chunked request bodies are not accepted; send Content-Length");
+      f.refusal = http_error_response(411, "Length Required", "chunked request bodies are not accepted; send Content-Length");
       return f;
     } else if (iequals(name, "expect") && iequals(value, "100-continue")) {
       f.expects_continue = true;
@@ -103,7 +105,7 @@ Framing frame_request(const std::string& buf, const FrontLimits& limits) {
   }
   if (length > limits.max_body_bytes) {
     f.kind = Framing::kRefused;
-    f.refusal = canned(413, "Payload Too Large", "the request body is too large");
+    f.refusal = http_error_response(413, "Payload Too Large", "the request body is too large");
     return f;
   }
   if (buf.size() >= f.header_end + length) {
@@ -286,7 +288,7 @@ void HttpFront::accept_ready() {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
     if (open_.load() >= limits_.max_connections) {
-      const std::string busy = canned(503, "Service Unavailable", "too many connections");
+      const std::string busy = http_error_response(503, "Service Unavailable", "too many connections");
       (void)!::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       ::close(fd);
       continue;
@@ -311,12 +313,12 @@ bool HttpFront::read_ready(Connection& c) {
     }
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     if (c.buf.size() + static_cast<size_t>(n) > limits_.max_header_bytes + limits_.max_body_bytes + (64 << 10)) {
-      const std::string big = canned(413, "Payload Too Large", "more request bytes than one request may have");
+      const std::string big = http_error_response(413, "Payload Too Large", "more request bytes than one request may have");
       send_all(c.fd, big.data(), big.size(), 100);
       return false;
     }
     if (buffered_.load() + static_cast<size_t>(n) > limits_.max_buffered_bytes) {
-      const std::string busy = canned(503, "Service Unavailable", "the server holds too many pending requests");
+      const std::string busy = http_error_response(503, "Service Unavailable", "the server holds too many pending requests");
       send_all(c.fd, busy.data(), busy.size(), 100);
       return false;
     }

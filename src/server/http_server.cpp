@@ -64,8 +64,8 @@ bool key_matches(const std::string& header, const std::string& key) {
   return colon != std::string::npos && same_secret(std::string_view(decoded).substr(colon + 1), key);
 }
 
-// Everything the handlers share once the model is ready.
-struct Ready {
+// The loaded model: everything the handlers share once it serves.
+struct LoadedModel {
   runtime::Engine* engine = nullptr;
   Scheduler* scheduler = nullptr;
   text::ChatTemplate chat_template = text::ChatTemplate::chatml();
@@ -74,12 +74,13 @@ struct Ready {
   int64_t created = 0;
 };
 
-class Api {
+// What the routes run: authorization, the loaded model (or a 503), turns streamed or whole, metrics.
+class RequestHandlers {
  public:
-  explicit Api(const ServerOptions& options) : options_(options) {}
+  explicit RequestHandlers(const ServerOptions& options) : options_(options) {}
 
-  void set_ready(Ready* ready) { ready_.store(ready); }
-  Ready* ready() const { return ready_.load(); }
+  void set_loaded(LoadedModel* model) { loaded_.store(model); }
+  LoadedModel* loaded() const { return loaded_.load(); }
   Metrics& metrics() { return metrics_; }
 
   // With --api-key every endpoint but /health needs the key: "Authorization: Bearer KEY", HTTP Basic
@@ -100,9 +101,9 @@ class Api {
     return false;
   }
 
-  // The ready state, or a 503 answer while loading.
-  Ready* require_ready(httplib::Response& res, const WireFormat* wire = nullptr) {
-    Ready* r = ready();
+  // The loaded model, or a 503 answer while loading.
+  LoadedModel* require_loaded(httplib::Response& res, const WireFormat* wire = nullptr) {
+    LoadedModel* r = loaded();
     if (!r) {
       ApiError e;
       e.status = 503;
@@ -115,9 +116,9 @@ class Api {
 
   // The start every turn endpoint shares: the key, a loaded model, a JSON body. Null after answering
   // with the wire format's error.
-  Ready* begin(const httplib::Request& http, httplib::Response& res, WireFormat& wire, json& body) {
+  LoadedModel* begin(const httplib::Request& http, httplib::Response& res, WireFormat& wire, json& body) {
     if (!authorized(http, res, false, &wire)) return nullptr;
-    Ready* r = require_ready(res, &wire);
+    LoadedModel* r = require_loaded(res, &wire);
     if (!r) return nullptr;
     if (auto e = parse_body(http.body, body)) {
       send_json(res, e->status, wire.error_body(*e));
@@ -131,7 +132,7 @@ class Api {
     metrics_.request_started();
     auto fail = [&](const ApiError& e) { send_json(res, e.status, wire->error_body(e)); };
     json body;
-    Ready* r = begin(http, res, *wire, body);
+    LoadedModel* r = begin(http, res, *wire, body);
     if (!r) return;
     TurnRequest request;
     if (auto e = wire->parse(body, request)) return fail(*e);
@@ -164,7 +165,7 @@ class Api {
  private:
   // Any model name is served, as llama-server does (agents and SDKs send their own names); the answer
   // carries the name asked for, or the server's (--alias, else the file name) when none was given.
-  static const std::string& served_name(const Ready& r, const std::string& requested) {
+  static const std::string& served_name(const LoadedModel& r, const std::string& requested) {
     return requested.empty() ? r.model_id : requested;
   }
 
@@ -204,15 +205,15 @@ class Api {
   }
 
   const ServerOptions& options_;
-  std::atomic<Ready*> ready_{nullptr};
+  std::atomic<LoadedModel*> loaded_{nullptr};
   Metrics metrics_;
 };
 
-void Api::count_tokens(const httplib::Request& http, httplib::Response& res) {
+void RequestHandlers::count_tokens(const httplib::Request& http, httplib::Response& res) {
   auto wire = std::make_shared<AnthropicMessages>();
   auto fail = [&](const ApiError& e) { send_json(res, e.status, wire->error_body(e)); };
   json body;
-  Ready* r = begin(http, res, *wire, body);
+  LoadedModel* r = begin(http, res, *wire, body);
   if (!r) return;
   TurnRequest request;
   if (!body.contains("max_tokens")) body["max_tokens"] = 1;  // count_tokens takes no max_tokens
@@ -283,9 +284,9 @@ Result<TurnSetup> turn_setup(const ServerOptions& options) {
 }
 
 // /health, /metrics and what the model and cluster are (/v1/models, /props, /v1/cluster).
-void add_status_routes(HttpFront& http, Api& api) {
+void add_status_routes(HttpFront& http, RequestHandlers& handlers) {
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
-    Ready* r = api.ready();
+    LoadedModel* r = handlers.loaded();
     if (!r) return send_json(res, 503, {{"status", "loading"}, {"message", "loading the model"}});
     json down = json::array();
     for (const auto& h : r->engine->node_health()) {
@@ -295,22 +296,22 @@ void add_status_routes(HttpFront& http, Api& api) {
     send_json(res, 200, {{"status", "ok"}});
   });
   http.Get("/metrics", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!api.authorized(req, res)) return;
-    Ready* r = api.ready();
-    res.set_content(api.metrics().render(r ? r->engine : nullptr, r ? r->scheduler : nullptr),
+    if (!handlers.authorized(req, res)) return;
+    LoadedModel* r = handlers.loaded();
+    res.set_content(handlers.metrics().render(r ? r->engine : nullptr, r ? r->scheduler : nullptr),
                     "text/plain; version=0.0.4");
   });
   http.Get("/v1/models", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!api.authorized(req, res)) return;
-    Ready* r = api.require_ready(res);
+    if (!handlers.authorized(req, res)) return;
+    LoadedModel* r = handlers.require_loaded(res);
     if (!r) return;
     send_json(res, 200, {{"object", "list"},
                          {"data", json::array({{{"id", r->model_id}, {"object", "model"}, {"created", r->created},
                                                 {"owned_by", "strata"}}})}});
   });
   auto cluster = [&](const httplib::Request& req, httplib::Response& res) {
-    if (!api.authorized(req, res)) return;
-    Ready* r = api.require_ready(res);
+    if (!handlers.authorized(req, res)) return;
+    LoadedModel* r = handlers.require_loaded(res);
     if (!r) return;
     send_json(res, 200, cluster_json(*r->engine, *r->scheduler, r->model_id));
   };
@@ -319,10 +320,10 @@ void add_status_routes(HttpFront& http, Api& api) {
 }
 
 // llama-server's GET /slots and POST /slots/ID?action=save|restore|erase.
-void add_slot_routes(HttpFront& http, Api& api, const ServerOptions& options) {
+void add_slot_routes(HttpFront& http, RequestHandlers& handlers, const ServerOptions& options) {
   http.Get("/slots", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!api.authorized(req, res)) return;
-    Ready* r = api.require_ready(res);
+    if (!handlers.authorized(req, res)) return;
+    LoadedModel* r = handlers.require_loaded(res);
     if (!r) return;
     if (!options.slots) {
       ApiError e;
@@ -339,8 +340,8 @@ void add_slot_routes(HttpFront& http, Api& api, const ServerOptions& options) {
     send_json(res, 200, out);
   });
   http.Post(R"(/slots/(\d{1,6}))", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!api.authorized(req, res)) return;
-    Ready* r = api.require_ready(res);
+    if (!handlers.authorized(req, res)) return;
+    LoadedModel* r = handlers.require_loaded(res);
     if (!r) return;
     const SlotActionAnswer a = slot_action_answer(*r->scheduler, options.slot_save_path, std::stoi(req.matches[1].str()),
                                                   req.get_param_value("action"), req.body);
@@ -349,32 +350,35 @@ void add_slot_routes(HttpFront& http, Api& api, const ServerOptions& options) {
 }
 
 // The turn endpoints of every wire format, /tokenize and /detokenize, and the web page.
-void add_turn_routes(HttpFront& http, Api& api) {
+void add_turn_routes(HttpFront& http, RequestHandlers& handlers) {
   auto route = [&](const char* path, auto make_wire) {
-    http.Post(path, [&api, make_wire](const httplib::Request& req, httplib::Response& res) { api.run_turn(req, res, make_wire()); });
+    http.Post(path, [&handlers, make_wire](const httplib::Request& req, httplib::Response& res) {
+      handlers.run_turn(req, res, make_wire());
+    });
   };
   route("/v1/chat/completions", [] { return std::make_shared<OpenAiCompletions>(true); });
   route("/chat/completions", [] { return std::make_shared<OpenAiCompletions>(true); });
   route("/v1/completions", [] { return std::make_shared<OpenAiCompletions>(false); });
   route("/v1/messages", [] { return std::make_shared<AnthropicMessages>(); });
   route("/v1/responses", [] { return std::make_shared<OpenAiResponses>(); });
-  http.Post("/v1/messages/count_tokens", [&](const httplib::Request& req, httplib::Response& res) { api.count_tokens(req, res); });
-  add_tokenize_routes(http, {[&](const httplib::Request& req, httplib::Response& res) { return api.authorized(req, res); },
+  http.Post("/v1/messages/count_tokens",
+            [&](const httplib::Request& req, httplib::Response& res) { handlers.count_tokens(req, res); });
+  add_tokenize_routes(http, {[&](const httplib::Request& req, httplib::Response& res) { return handlers.authorized(req, res); },
                              [&](httplib::Response& res) -> const text::Vocab* {
-                               Ready* r = api.require_ready(res);
+                               LoadedModel* r = handlers.require_loaded(res);
                                return r ? &r->engine->vocab() : nullptr;
                              }});
   http.Get("/", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!api.authorized(req, res, true)) return;
+    if (!handlers.authorized(req, res, true)) return;
     res.set_content(web_ui_html(), "text/html; charset=utf-8");
   });
 }
 
 // Every endpoint; the handlers run on the front's worker threads.
-void add_routes(HttpFront& http, Api& api, const ServerOptions& options) {
-  add_status_routes(http, api);
-  add_slot_routes(http, api, options);
-  add_turn_routes(http, api);
+void add_routes(HttpFront& http, RequestHandlers& handlers, const ServerOptions& options) {
+  add_status_routes(http, handlers);
+  add_slot_routes(http, handlers, options);
+  add_turn_routes(http, handlers);
 }
 
 // SIGINT and SIGTERM, blocked before any thread starts so every thread inherits the mask and serve()
@@ -440,15 +444,15 @@ Status warm_up(runtime::Engine& engine) {
 }
 
 // The handlers' engine, template and turn settings; the template's chat format is logged.
-void set_engine(Ready& ready, runtime::Engine& engine, text::ChatTemplate chat_template, const TurnSetup& setup) {
-  ready.engine = &engine;
-  ready.chat_template = std::move(chat_template);
-  ready.setup = setup;
-  ready.setup.engine = &engine;
-  ready.setup.chat_template = &ready.chat_template;
-  ready.setup.format = chat::detect_format(ready.chat_template.source());
-  spdlog::info("server: chat format: tool calls {}, thinking {}", chat::tool_format_name(ready.setup.format.tools),
-               ready.setup.format.thinking ? "yes" : "no");
+void set_engine(LoadedModel& loaded, runtime::Engine& engine, text::ChatTemplate chat_template, const TurnSetup& setup) {
+  loaded.engine = &engine;
+  loaded.chat_template = std::move(chat_template);
+  loaded.setup = setup;
+  loaded.setup.engine = &engine;
+  loaded.setup.chat_template = &loaded.chat_template;
+  loaded.setup.format = chat::detect_format(loaded.chat_template.source());
+  spdlog::info("server: chat format: tool calls {}, thinking {}", chat::tool_format_name(loaded.setup.format.tools),
+               loaded.setup.format.thinking ? "yes" : "no");
 }
 
 SchedulerOptions scheduler_options(const ServerOptions& options) {
@@ -467,12 +471,12 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   const sigset_t stop_signals = block_stop_signals();
   STRATA_ASSIGN(auto chosen_template, template_override(options));
   STRATA_ASSIGN(TurnSetup setup, turn_setup(options));
-  Api api(options);
+  RequestHandlers handlers(options);
   FrontLimits limits;
   limits.worker_threads = options.http_threads;
   HttpFront http(limits);
   configure_front(http, limits);
-  add_routes(http, api, options);
+  add_routes(http, handlers, options);
   STRATA_ASSIGN(const int port, http.bind(options.host, options.port));
   http.run();
   spdlog::info("server: listening on http://{}:{} (health 503 until the model is ready)", options.host, port);
@@ -486,21 +490,21 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
     http.stop();
     return make_error("warm-up failed: {}", warm.error().message);
   }
-  Ready ready;
-  set_engine(ready, **engine, served_template(std::move(chosen_template), (*engine)->model().file()), setup);
-  ready.model_id = options.model_alias.empty() ? std::filesystem::path(engine_options.model_path).filename().string()
-                                               : options.model_alias;
-  ready.created = std::time(nullptr);
+  LoadedModel loaded;
+  set_engine(loaded, **engine, served_template(std::move(chosen_template), (*engine)->model().file()), setup);
+  loaded.model_id = options.model_alias.empty() ? std::filesystem::path(engine_options.model_path).filename().string()
+                                                : options.model_alias;
+  loaded.created = std::time(nullptr);
   Scheduler scheduler(**engine, scheduler_options(options));
-  ready.scheduler = &scheduler;
-  ready.setup.scheduler = &scheduler;
-  api.set_ready(&ready);
-  spdlog::info("server: ready: model '{}', {} slot(s) of {} tokens", ready.model_id, scheduler.n_slots(),
+  loaded.scheduler = &scheduler;
+  loaded.setup.scheduler = &scheduler;
+  handlers.set_loaded(&loaded);
+  spdlog::info("server: ready: model '{}', {} slot(s) of {} tokens", loaded.model_id, scheduler.n_slots(),
                (*engine)->n_ctx_per_seq());
   if (!options.ready_file.empty()) std::ofstream(options.ready_file) << options.host << ":" << port << "\n";
 
   spdlog::info("server: signal {}, shutting down", wait_for_signal(stop_signals));
-  api.set_ready(nullptr);
+  handlers.set_loaded(nullptr);
   scheduler.stop();
   http.stop();
   return {};
