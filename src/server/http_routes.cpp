@@ -1,4 +1,4 @@
-#include "server/http_server.h"
+#include "server/http_routes.h"
 
 #include <httplib.h>
 #include <openssl/crypto.h>
@@ -15,7 +15,7 @@
 #include "base/checked.h"
 #include "base/system.h"
 #include "server/cluster_json.h"
-#include "server/http_front.h"
+#include "server/http_framing.h"
 #include "server/metrics.h"
 #include "server/anthropic_api.h"
 #include "server/builtin_templates.h"

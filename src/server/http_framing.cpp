@@ -1,4 +1,4 @@
-#include "server/http_front.h"
+#include "server/http_framing.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// The HTTP front of `strata serve`: it accepts connections itself and reads every request whole
+// The HTTP framing of `strata serve`: it accepts connections itself and reads every request whole
 // (headers, then the body) on one poll thread, with a deadline and size limits, so a slow or idle
 // client holds a file descriptor, never a worker thread. Complete requests go to httplib's request
 // processing (routing, handlers, responses) on a pool of worker threads. /health is answered on the
