@@ -143,7 +143,7 @@ class RequestHandlers {
     if (wire->stream()) return stream(res, std::move(turn), std::move(wire));
     for (;;) {
       TurnEvents ev = turn->poll(std::chrono::milliseconds(200));
-      if (!ev.done && HttpFront::client_gone()) {
+      if (!ev.done && FramingHttpServer::client_gone()) {
         turn->cancel();  // nobody is waiting for the answer any more
         metrics_.request_failed();
         res.status = 499;  // nginx's "client closed request"; nobody will read it
@@ -284,7 +284,7 @@ Result<TurnSetup> turn_setup(const ServerOptions& options) {
 }
 
 // /health, /metrics and what the model and cluster are (/v1/models, /props, /v1/cluster).
-void add_status_routes(HttpFront& http, RequestHandlers& handlers) {
+void add_status_routes(FramingHttpServer& http, RequestHandlers& handlers) {
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     LoadedModel* r = handlers.loaded();
     if (!r) return send_json(res, 503, {{"status", "loading"}, {"message", "loading the model"}});
@@ -320,7 +320,7 @@ void add_status_routes(HttpFront& http, RequestHandlers& handlers) {
 }
 
 // llama-server's GET /slots and POST /slots/ID?action=save|restore|erase.
-void add_slot_routes(HttpFront& http, RequestHandlers& handlers, const ServerOptions& options) {
+void add_slot_routes(FramingHttpServer& http, RequestHandlers& handlers, const ServerOptions& options) {
   http.Get("/slots", [&](const httplib::Request& req, httplib::Response& res) {
     if (!handlers.authorized(req, res)) return;
     LoadedModel* r = handlers.require_loaded(res);
@@ -350,7 +350,7 @@ void add_slot_routes(HttpFront& http, RequestHandlers& handlers, const ServerOpt
 }
 
 // The turn endpoints of every wire format, /tokenize and /detokenize, and the web page.
-void add_turn_routes(HttpFront& http, RequestHandlers& handlers) {
+void add_turn_routes(FramingHttpServer& http, RequestHandlers& handlers) {
   auto route = [&](const char* path, auto make_wire) {
     http.Post(path, [&handlers, make_wire](const httplib::Request& req, httplib::Response& res) {
       handlers.run_turn(req, res, make_wire());
@@ -374,8 +374,8 @@ void add_turn_routes(HttpFront& http, RequestHandlers& handlers) {
   });
 }
 
-// Every endpoint; the handlers run on the front's worker threads.
-void add_routes(HttpFront& http, RequestHandlers& handlers, const ServerOptions& options) {
+// Every endpoint; the handlers run on the framing server's worker threads.
+void add_routes(FramingHttpServer& http, RequestHandlers& handlers, const ServerOptions& options) {
   add_status_routes(http, handlers);
   add_slot_routes(http, handlers, options);
   add_turn_routes(http, handlers);
@@ -399,8 +399,8 @@ int wait_for_signal(const sigset_t& signals) {
   return sig;
 }
 
-// httplib's settings for the front's limits; an exception in a handler is answered with a 500.
-void configure_front(HttpFront& http, const FrontLimits& limits) {
+// httplib's settings for the framing limits; an exception in a handler is answered with a 500.
+void configure_http(FramingHttpServer& http, const FramingLimits& limits) {
   http.set_payload_max_length(limits.max_body_bytes);
   http.set_keep_alive_max_count(100000);  // what the Keep-Alive response header announces
   http.set_keep_alive_timeout(limits.idle_timeout_ms / 1000);
@@ -472,10 +472,10 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   STRATA_ASSIGN(auto chosen_template, template_override(options));
   STRATA_ASSIGN(TurnSetup setup, turn_setup(options));
   RequestHandlers handlers(options);
-  FrontLimits limits;
+  FramingLimits limits;
   limits.worker_threads = options.http_threads;
-  HttpFront http(limits);
-  configure_front(http, limits);
+  FramingHttpServer http(limits);
+  configure_http(http, limits);
   add_routes(http, handlers, options);
   STRATA_ASSIGN(const int port, http.bind(options.host, options.port));
   http.run();
