@@ -332,12 +332,4 @@ std::string OpenAiCompletions::stream_events(const TurnEvents& ev) {
 
 std::string OpenAiCompletions::stream_error(const ApiError& e) { return sse_data(e.body()); }
 
-std::string sse_data(const json& j) {
-  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-}
-
-std::string sse_event(const std::string& name, const json& j) {
-  return "event: " + name + "\n" + sse_data(j);
-}
-
 }  // namespace strata::server
