@@ -381,8 +381,8 @@ void add_routes(FramingHttpServer& http, RequestHandlers& handlers, const Server
   add_turn_routes(http, handlers);
 }
 
-// SIGINT and SIGTERM, blocked before any thread starts so every thread inherits the mask and serve()
-// takes them with sigwait. SIGPIPE is ignored: a client that leaves is no reason to exit.
+// SIGINT and SIGTERM, blocked before serve() starts its threads so they inherit the mask and only
+// sigwait takes them. SIGPIPE is ignored: a client that leaves is no reason to exit.
 sigset_t block_stop_signals() {
   sigset_t signals;
   sigemptyset(&signals);
