@@ -6,7 +6,7 @@
 
 #include "cli/common.h"
 #include "server/builtin_templates.h"
-#include "server/http_server.h"
+#include "server/http_routes.h"
 #include "server/openai_api.h"
 #include "text/chat_template.h"
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "server/openai_api.h"
+#include "server/request_fields.h"
 
 namespace strata::server {
 namespace {
@@ -57,8 +57,8 @@ std::optional<ApiError> content_block(const json& b, const std::string& at, text
     text::ChatMessage result;
     result.role = "tool";
     if (auto e = need_string(b, "tool_use_id", result.tool_call_id, at)) return e;
-    if (b.contains("content") && !b["content"].is_null()) {
-      if (auto e = text_blocks(b["content"], at + ".content", result.content)) return e;
+    if (const json* content = optional_field(b, "content")) {
+      if (auto e = text_blocks(*content, at + ".content", result.content)) return e;
     }
     tool_results.push_back(std::move(result));
     return std::nullopt;
@@ -105,25 +105,19 @@ std::optional<ApiError> parse_messages(const json& j, TurnRequest& turn) {
 // tools [{name, description, input_schema}] in OpenAI chat's shape; tool_choice {type, name,
 // disable_parallel_tool_use}.
 std::optional<ApiError> parse_tools(const json& j, TurnRequest& turn) {
-  if (j.contains("tools") && !j["tools"].is_null()) {
-    if (!j["tools"].is_array()) return bad_field("tools", "'tools' must be an array");
-    for (size_t i = 0; i < j["tools"].size(); ++i) {
-      const json& t = j["tools"][i];
+  if (const json* tools = optional_field(j, "tools")) {
+    if (!tools->is_array()) return bad_field("tools", "'tools' must be an array");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
       const std::string at = fmt::format("tools[{}]", i);
       if (!t.is_object()) return bad_field(at, "'" + at + "' must be an object");
       if (t.contains("type") && t["type"] != "custom") return bad_field(at + ".type", "'" + at + ".type': only custom (function) tools are supported");
-      std::string name, description;
-      if (auto e = need_string(t, "name", name, at)) return e;
-      if (auto e = read_string(t, "description", description, at)) return e;
-      if (!t.contains("input_schema") || !t["input_schema"].is_object()) {
-        return bad_field(at + ".input_schema", "'" + at + ".input_schema' must be an object");
-      }
-      turn.tools.push_back({{"type", "function"},
-                            {"function", {{"name", name}, {"description", description}, {"parameters", t["input_schema"]}}}});
+      if (auto e = read_flat_tool(t, at, "input_schema", true, turn.tools)) return e;
     }
   }
-  if (!j.contains("tool_choice") || j["tool_choice"].is_null()) return std::nullopt;
-  const json& c = j["tool_choice"];
+  const json* choice = optional_field(j, "tool_choice");
+  if (!choice) return std::nullopt;
+  const json& c = *choice;
   if (!c.is_object()) return bad_field("tool_choice", "'tool_choice' must be an object");
   std::string type, name;
   if (auto e = need_string(c, "type", type, "tool_choice")) return e;
@@ -134,7 +128,7 @@ std::optional<ApiError> parse_tools(const json& j, TurnRequest& turn) {
   else if (type == "any") turn.tool_choice = "required";
   else if (type == "tool") {
     if (auto e = need_string(c, "name", name, "tool_choice")) return e;
-    turn.tool_choice = {{"type", "function"}, {"function", {{"name", name}}}};
+    turn.tool_choice = function_tool_choice(name);
   } else {
     return bad_field("tool_choice.type", "'tool_choice.type' must be auto, any, tool or none, not '" + type + "'");
   }
@@ -142,8 +136,8 @@ std::optional<ApiError> parse_tools(const json& j, TurnRequest& turn) {
 }
 
 std::optional<ApiError> parse_stops_and_thinking(const json& j, TurnRequest& turn) {
-  if (j.contains("stop_sequences") && !j["stop_sequences"].is_null()) {
-    const json& s = j["stop_sequences"];
+  if (const json* stops = optional_field(j, "stop_sequences")) {
+    const json& s = *stops;
     if (!s.is_array() || s.size() > 16) return bad_field("stop_sequences", "'stop_sequences' must be an array of at most 16 strings");
     for (const json& x : s) {
       if (!x.is_string()) return bad_field("stop_sequences", "'stop_sequences' must be an array of strings");
@@ -151,8 +145,8 @@ std::optional<ApiError> parse_stops_and_thinking(const json& j, TurnRequest& tur
     }
     turn.report_stop_sequence = true;
   }
-  if (j.contains("thinking") && !j["thinking"].is_null()) {
-    const json& t = j["thinking"];
+  if (const json* thinking = optional_field(j, "thinking")) {
+    const json& t = *thinking;
     std::string type;
     if (!t.is_object()) return bad_field("thinking", "'thinking' must be an object");
     if (auto e = need_string(t, "type", type, "thinking")) return e;
@@ -161,7 +155,7 @@ std::optional<ApiError> parse_stops_and_thinking(const json& j, TurnRequest& tur
       return bad_field("thinking.type", "'thinking.type' must be enabled, adaptive or disabled, not '" + type + "'");
     }
     turn.template_kwargs["enable_thinking"] = type != "disabled";
-    if (type != "disabled" && t.contains("budget_tokens") && !t["budget_tokens"].is_null()) {
+    if (type != "disabled" && optional_field(t, "budget_tokens")) {
       int32_t budget = 0;
       if (auto e = read_number_as(t, "budget_tokens", budget, 0, 1 << 24, "thinking")) return e;
       turn.reasoning_budget = budget;
@@ -169,13 +163,13 @@ std::optional<ApiError> parse_stops_and_thinking(const json& j, TurnRequest& tur
   }
   // output_config {effort}, context_management, metadata and blocks' cache_control change nothing
   // here; they are checked for their shape so a malformed one is still named.
-  if (j.contains("output_config") && !j["output_config"].is_null()) {
-    if (!j["output_config"].is_object()) return bad_field("output_config", "'output_config' must be an object");
+  if (const json* config = optional_field(j, "output_config")) {
+    if (!config->is_object()) return bad_field("output_config", "'output_config' must be an object");
     std::string effort;
-    if (auto e = read_string(j["output_config"], "effort", effort, "output_config")) return e;
+    if (auto e = read_string(*config, "effort", effort, "output_config")) return e;
   }
   for (const char* key : {"context_management", "metadata"}) {
-    if (j.contains(key) && !j[key].is_null() && !j[key].is_object()) {
+    if (const json* v = optional_field(j, key); v && !v->is_object()) {
       return bad_field(key, fmt::format("'{}' must be an object", key));
     }
   }
@@ -205,10 +199,10 @@ std::optional<ApiError> AnthropicMessages::parse(const json& j, TurnRequest& tur
   if (auto e = read_string(j, "model", requested_model_)) return e;
   if (!j.contains("max_tokens")) return bad_field("max_tokens", "'max_tokens' is required");
   if (auto e = read_number_as(j, "max_tokens", turn.generation.max_tokens, 1, 1 << 24)) return e;
-  if (j.contains("system") && !j["system"].is_null()) {
+  if (const json* system_text = optional_field(j, "system")) {
     text::ChatMessage system;
     system.role = "system";
-    if (auto e = text_blocks(j["system"], "system", system.content)) return e;
+    if (auto e = text_blocks(*system_text, "system", system.content)) return e;
     turn.messages.push_back(std::move(system));
   }
   if (auto e = parse_messages(j, turn)) return e;
@@ -217,7 +211,7 @@ std::optional<ApiError> AnthropicMessages::parse(const json& j, TurnRequest& tur
   if (auto e = parse_server_extras(j, turn)) return e;
   if (auto e = read_bool(j, "stream", stream_)) return e;
   sampling::Params& s = turn.generation.sampling;
-  if (auto e = parse_sampling(json::object(), s)) return e;  // OpenAI's defaults, which are Anthropic's too
+  set_api_sampling_defaults(s);  // then only Anthropic's own fields, with its temperature range
   if (auto e = read_number_as(j, "temperature", s.temp, 0, 1)) return e;
   if (auto e = read_number_as(j, "top_p", s.top_p, 0, 1)) return e;
   if (auto e = read_number_as(j, "top_k", s.top_k, 0, 1 << 20)) return e;

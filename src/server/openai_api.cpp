@@ -12,7 +12,6 @@ using nlohmann::json;
 
 // Message content: a string, or a list of {type: "text", text} parts.
 std::optional<ApiError> content_text(const json& c, const std::string& where, std::string& out) {
-  if (c.is_null()) return std::nullopt;
   if (c.is_string()) {
     out = c.get<std::string>();
     return std::nullopt;
@@ -58,8 +57,9 @@ std::optional<ApiError> parse_tool_calls(const json& calls, const std::string& w
 }
 
 std::optional<ApiError> parse_stop(const json& j, const char* key, std::vector<std::string>& out) {
-  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
-  const json& s = j[key];
+  const json* field = optional_field(j, key);
+  if (!field) return std::nullopt;
+  const json& s = *field;
   const std::string msg = fmt::format("'{}' must be a string or an array of at most 16 strings", key);
   if (s.is_string()) {
     out.push_back(s.get<std::string>());
@@ -78,8 +78,8 @@ std::optional<ApiError> parse_stop(const json& j, const char* key, std::vector<s
 // response_format {type: text | json_object [schema] | json_schema {name, schema, strict}}, and
 // llama-server's `grammar` (GBNF) and `json_schema` fields.
 std::optional<ApiError> parse_constraint(const json& j, TurnRequest& turn) {
-  if (j.contains("response_format") && !j["response_format"].is_null()) {
-    const json& rf = j["response_format"];
+  if (const json* format = optional_field(j, "response_format")) {
+    const json& rf = *format;
     if (!rf.is_object()) return bad_field("response_format", "'response_format' must be an object");
     std::string type;
     if (auto e = need_string(rf, "type", type, "response_format")) return e;
@@ -93,17 +93,18 @@ std::optional<ApiError> parse_constraint(const json& j, TurnRequest& turn) {
       }
       const json& js = rf["json_schema"];
       turn.constraint_field = "response_format.json_schema.schema";
-      if (!js.contains("schema") || js["schema"].is_null()) turn.json_object = true;
-      else if (!js["schema"].is_object()) return bad_field(turn.constraint_field, "'response_format.json_schema.schema' must be an object");
-      else turn.json_schema = js["schema"];
+      const json* schema = optional_field(js, "schema");
+      if (!schema) turn.json_object = true;
+      else if (!schema->is_object()) return bad_field(turn.constraint_field, "'response_format.json_schema.schema' must be an object");
+      else turn.json_schema = *schema;
     } else if (type != "text") {
       return bad_field("response_format.type", "'response_format.type' must be text, json_object or json_schema, not '" + type + "'");
     }
   }
-  if (j.contains("json_schema") && !j["json_schema"].is_null()) {
-    if (!j["json_schema"].is_object()) return bad_field("json_schema", "'json_schema' must be an object");
+  if (const json* schema = optional_field(j, "json_schema")) {
+    if (!schema->is_object()) return bad_field("json_schema", "'json_schema' must be an object");
     if (turn.json_schema || turn.json_object) return bad_field("json_schema", "give 'json_schema' or 'response_format', not both");
-    turn.json_schema = j["json_schema"];
+    turn.json_schema = *schema;
     turn.constraint_field = "json_schema";
   }
   if (auto e = read_string(j, "grammar", turn.grammar)) return e;
@@ -116,11 +117,11 @@ std::optional<ApiError> parse_constraint(const json& j, TurnRequest& turn) {
 
 // tools, tool_choice, parallel_tool_calls and chat_template_kwargs.
 std::optional<ApiError> parse_chat_extras(const json& j, TurnRequest& turn) {
-  if (j.contains("tools") && !j["tools"].is_null()) {
-    if (!j["tools"].is_array()) return bad_field("tools", "'tools' must be an array");
-    turn.tools = j["tools"];
+  if (const json* tools = optional_field(j, "tools")) {
+    if (!tools->is_array()) return bad_field("tools", "'tools' must be an array");
+    turn.tools = *tools;
   }
-  if (j.contains("tool_choice") && !j["tool_choice"].is_null()) turn.tool_choice = j["tool_choice"];
+  if (const json* choice = optional_field(j, "tool_choice")) turn.tool_choice = *choice;
   if (auto e = read_bool(j, "parallel_tool_calls", turn.parallel_tool_calls)) return e;
   // reasoning_effort is a template variable (gpt-oss templates read it); chat_template_kwargs wins.
   std::string effort;
@@ -162,11 +163,11 @@ std::optional<ApiError> parse_logprobs(const json& j, bool chat, int32_t& top_lo
     if (auto e = read_bool(j, "logprobs", logprobs)) return e;
     int32_t top = 0;
     if (auto e = read_number_as(j, "top_logprobs", top, 0, 20)) return e;
-    if (!logprobs && j.contains("top_logprobs") && !j["top_logprobs"].is_null()) {
+    if (!logprobs && optional_field(j, "top_logprobs")) {
       return bad_field("top_logprobs", "'top_logprobs' needs 'logprobs': true");
     }
     top_logprobs = logprobs ? top : -1;
-  } else if (j.contains("logprobs") && !j["logprobs"].is_null()) {
+  } else if (optional_field(j, "logprobs")) {
     int32_t top = 0;
     if (auto e = read_number_as(j, "logprobs", top, 0, 20)) return e;
     top_logprobs = top;
@@ -204,55 +205,17 @@ std::optional<ApiError> parse_openai_messages(const json& msgs, const std::strin
       return bad_field(at + ".role", fmt::format("{}.role '{}' is not one of system, developer, user, assistant, tool", at, msg.role));
     }
     if (msg.role == "developer") msg.role = "system";
-    if (m.contains("content")) {
-      if (auto e = content_text(m["content"], at + ".content", msg.content)) return e;
+    if (const json* content = optional_field(m, "content")) {
+      if (auto e = content_text(*content, at + ".content", msg.content)) return e;
     }
     if (auto e = read_string(m, "reasoning_content", msg.reasoning_content, at)) return e;
     if (auto e = read_string(m, "name", msg.name, at)) return e;
     if (auto e = read_string(m, "tool_call_id", msg.tool_call_id, at)) return e;
-    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
-      if (auto e = parse_tool_calls(m["tool_calls"], at + ".tool_calls", msg.tool_calls)) return e;
+    if (const json* calls = optional_field(m, "tool_calls")) {
+      if (auto e = parse_tool_calls(*calls, at + ".tool_calls", msg.tool_calls)) return e;
     }
     out.push_back(std::move(msg));
   }
-  return std::nullopt;
-}
-
-std::optional<ApiError> parse_server_extras(const json& j, TurnRequest& turn) {
-  if (auto e = read_bool(j, "ignore_eos", turn.generation.ignore_eos)) return e;
-  if (j.contains("cache_prompt") && !j["cache_prompt"].is_null()) {
-    bool cache = true;
-    if (auto e = read_bool(j, "cache_prompt", cache)) return e;
-    turn.cache_prompt = cache;
-  }
-  return std::nullopt;
-}
-
-std::optional<ApiError> parse_template_kwargs(const json& j, TurnRequest& turn) {
-  if (!j.contains("chat_template_kwargs") || j["chat_template_kwargs"].is_null()) return std::nullopt;
-  const json& k = j["chat_template_kwargs"];
-  if (!k.is_object()) return bad_field("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-  bool thinking = true;
-  if (auto e = read_bool(k, "enable_thinking", thinking, "chat_template_kwargs")) return e;
-  for (auto it = k.begin(); it != k.end(); ++it) turn.template_kwargs[it.key()] = it.value();
-  return std::nullopt;
-}
-
-std::optional<ApiError> parse_sampling(const json& j, sampling::Params& s) {
-  s.temp = 1.0f;  // OpenAI's default; llama.cpp's 0.8 applies only to its own tools
-  s.top_p = 1.0f;
-  s.top_k = 0;
-  s.min_p = 0.0f;
-  if (auto e = read_number_as(j, "temperature", s.temp, 0, 2)) return e;
-  if (auto e = read_number_as(j, "top_p", s.top_p, 0, 1)) return e;
-  if (auto e = read_number_as(j, "top_k", s.top_k, 0, 1 << 20)) return e;
-  if (auto e = read_number_as(j, "min_p", s.min_p, 0, 1)) return e;
-  if (auto e = read_number_as(j, "presence_penalty", s.presence_penalty, -2, 2)) return e;
-  if (auto e = read_number_as(j, "frequency_penalty", s.frequency_penalty, -2, 2)) return e;
-  if (auto e = read_number_as(j, "repeat_penalty", s.repeat_penalty, 0.01, 10)) return e;
-  int64_t seed = -1;
-  if (auto e = read_number_as(j, "seed", seed, -1, 4294967295.0)) return e;
-  s.seed = seed < 0 ? sampling::kRandomSeed : static_cast<uint32_t>(seed);
   return std::nullopt;
 }
 
@@ -269,9 +232,9 @@ std::optional<ApiError> OpenAiCompletions::parse(const json& j, TurnRequest& tur
   if (auto e = parse_constraint(j, turn)) return e;
   GenerationParams& g = turn.generation;
   if (auto e = read_bool(j, "stream", stream_)) return e;
-  if (j.contains("stream_options") && !j["stream_options"].is_null()) {
-    if (!j["stream_options"].is_object()) return bad_field("stream_options", "'stream_options' must be an object");
-    if (auto e = read_bool(j["stream_options"], "include_usage", include_usage_, "stream_options")) return e;
+  if (const json* options = optional_field(j, "stream_options")) {
+    if (!options->is_object()) return bad_field("stream_options", "'stream_options' must be an object");
+    if (auto e = read_bool(*options, "include_usage", include_usage_, "stream_options")) return e;
   }
   int32_t n = 1;
   if (auto e = read_number_as(j, "n", n, 1, 1 << 20)) return e;
@@ -368,13 +331,5 @@ std::string OpenAiCompletions::stream_events(const TurnEvents& ev) {
 }
 
 std::string OpenAiCompletions::stream_error(const ApiError& e) { return sse_data(e.body()); }
-
-std::string sse_data(const json& j) {
-  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-}
-
-std::string sse_event(const std::string& name, const json& j) {
-  return "event: " + name + "\n" + sse_data(j);
-}
 
 }  // namespace strata::server

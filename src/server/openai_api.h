@@ -40,12 +40,5 @@ nlohmann::json openai_usage(const TurnUsage& usage);
 // Messages in OpenAI chat's shape (also what the Responses API's items become).
 std::optional<ApiError> parse_openai_messages(const nlohmann::json& msgs, const std::string& where,
                                               std::vector<text::ChatMessage>& out);
-// llama-server's chat_template_kwargs object (e.g. {"enable_thinking": false}).
-std::optional<ApiError> parse_template_kwargs(const nlohmann::json& j, TurnRequest& turn);
-// llama-server's extensions every format takes: ignore_eos, cache_prompt.
-std::optional<ApiError> parse_server_extras(const nlohmann::json& j, TurnRequest& turn);
-// Sampling fields every format shares under OpenAI's names: temperature, top_p, top_k, min_p,
-// penalties, seed.
-std::optional<ApiError> parse_sampling(const nlohmann::json& j, sampling::Params& s);
 
 }  // namespace strata::server

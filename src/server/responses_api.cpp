@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "server/openai_api.h"
+#include "server/request_fields.h"
 
 namespace strata::server {
 namespace {
@@ -96,28 +96,25 @@ std::optional<ApiError> input_items(const json& input, std::vector<text::ChatMes
 
 // Flat function tools {type: function, name, description, parameters} in OpenAI chat's shape.
 std::optional<ApiError> parse_tools(const json& j, TurnRequest& turn) {
-  if (!j.contains("tools") || j["tools"].is_null()) return std::nullopt;
-  if (!j["tools"].is_array()) return bad_field("tools", "'tools' must be an array");
-  for (size_t i = 0; i < j["tools"].size(); ++i) {
-    const json& t = j["tools"][i];
+  const json* tools = optional_field(j, "tools");
+  if (!tools) return std::nullopt;
+  if (!tools->is_array()) return bad_field("tools", "'tools' must be an array");
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
     const std::string at = fmt::format("tools[{}]", i);
     if (!t.is_object()) return bad_field(at, "'" + at + "' must be an object");
-    std::string type, name, description;
+    std::string type;
     if (auto e = need_string(t, "type", type, at)) return e;
     if (type != "function") return bad_field(at + ".type", "'" + at + ".type' " + type + " is not supported (function)");
-    if (auto e = need_string(t, "name", name, at)) return e;
-    if (auto e = read_string(t, "description", description, at)) return e;
-    json parameters = t.contains("parameters") && !t["parameters"].is_null() ? t["parameters"] : json::object();
-    if (!parameters.is_object()) return bad_field(at + ".parameters", "'" + at + ".parameters' must be an object");
-    turn.tools.push_back({{"type", "function"},
-                          {"function", {{"name", name}, {"description", description}, {"parameters", parameters}}}});
+    if (auto e = read_flat_tool(t, at, "parameters", false, turn.tools)) return e;
   }
   return std::nullopt;
 }
 
 std::optional<ApiError> parse_tool_choice(const json& j, TurnRequest& turn) {
-  if (!j.contains("tool_choice") || j["tool_choice"].is_null()) return std::nullopt;
-  const json& c = j["tool_choice"];
+  const json* choice = optional_field(j, "tool_choice");
+  if (!choice) return std::nullopt;
+  const json& c = *choice;
   if (c.is_string()) {
     turn.tool_choice = c;
     return std::nullopt;
@@ -127,16 +124,18 @@ std::optional<ApiError> parse_tool_choice(const json& j, TurnRequest& turn) {
   if (auto e = need_string(c, "type", type, "tool_choice")) return e;
   if (type != "function") return bad_field("tool_choice.type", "'tool_choice.type' must be function");
   if (auto e = need_string(c, "name", name, "tool_choice")) return e;
-  turn.tool_choice = {{"type", "function"}, {"function", {{"name", name}}}};
+  turn.tool_choice = function_tool_choice(name);
   return std::nullopt;
 }
 
 // text.format {type: text | json_object | json_schema {name, schema, strict}}.
 std::optional<ApiError> parse_text_format(const json& j, TurnRequest& turn) {
-  if (!j.contains("text") || j["text"].is_null()) return std::nullopt;
-  if (!j["text"].is_object()) return bad_field("text", "'text' must be an object");
-  if (!j["text"].contains("format") || j["text"]["format"].is_null()) return std::nullopt;
-  const json& f = j["text"]["format"];
+  const json* text = optional_field(j, "text");
+  if (!text) return std::nullopt;
+  if (!text->is_object()) return bad_field("text", "'text' must be an object");
+  const json* format = optional_field(*text, "format");
+  if (!format) return std::nullopt;
+  const json& f = *format;
   if (!f.is_object()) return bad_field("text.format", "'text.format' must be an object");
   std::string type;
   if (auto e = need_string(f, "type", type, "text.format")) return e;
@@ -167,7 +166,7 @@ json output_text_part(const std::string& text) {
 
 std::optional<ApiError> OpenAiResponses::parse(const json& j, TurnRequest& turn) {
   if (auto e = read_string(j, "model", requested_model_)) return e;
-  if (j.contains("previous_response_id") && !j["previous_response_id"].is_null()) {
+  if (optional_field(j, "previous_response_id")) {
     return bad_field("previous_response_id", "'previous_response_id' is not supported: this server keeps no responses; "
                                              "send the whole conversation as input items");
   }

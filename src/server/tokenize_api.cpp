@@ -7,13 +7,6 @@ namespace {
 
 using nlohmann::json;
 
-ApiError bad(std::string param, std::string message) {
-  ApiError e;
-  e.param = std::move(param);
-  e.message = std::move(message);
-  return e;
-}
-
 // Strict UTF-8: shortest forms, no surrogates, nothing above U+10FFFF.
 bool valid_utf8(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
@@ -46,30 +39,23 @@ json piece_json(const std::string& piece) {
 // The body as a JSON object, within the size and nesting limits.
 std::optional<ApiError> parse_object(const std::string& body, json& j) {
   if (body.size() > kMaxTokenizeBodyBytes) {
-    ApiError e = bad("", fmt::format("the body has {} bytes, more than {}", body.size(), kMaxTokenizeBodyBytes));
+    ApiError e = bad_field("", fmt::format("the body has {} bytes, more than {}", body.size(), kMaxTokenizeBodyBytes));
     e.status = 413;
     return e;
   }
   if (json_nesting_depth(body) > kMaxJsonDepth)
-    return bad("", fmt::format("the body nests deeper than {}", kMaxJsonDepth));
+    return bad_field("", fmt::format("the body nests deeper than {}", kMaxJsonDepth));
   j = json::parse(body, nullptr, false);
-  if (j.is_discarded()) return bad("", "the body is not valid JSON");
-  if (!j.is_object()) return bad("", "the body must be a JSON object");
-  return std::nullopt;
-}
-
-std::optional<ApiError> flag(const json& j, const char* name, bool& value) {
-  if (!j.contains(name) || j[name].is_null()) return std::nullopt;
-  if (!j[name].is_boolean()) return bad(name, fmt::format("'{}' must be a boolean", name));
-  value = j[name].get<bool>();
+  if (j.is_discarded()) return bad_field("", "the body is not valid JSON");
+  if (!j.is_object()) return bad_field("", "the body must be a JSON object");
   return std::nullopt;
 }
 
 std::optional<ApiError> check_id(const text::Vocab& vocab, const json& t, const std::string& where, text::Token& id) {
-  if (!t.is_number_integer()) return bad(where.substr(0, where.find('[')), where + " is not an integer token id");
+  if (!t.is_number_integer()) return bad_field(where.substr(0, where.find('[')), where + " is not an integer token id");
   const int64_t v = t.get<int64_t>();
   if (v < 0 || v >= vocab.n_tokens()) {
-    return bad(where.substr(0, where.find('[')),
+    return bad_field(where.substr(0, where.find('[')),
                fmt::format("{} = {} is out of range: the vocabulary has {} tokens (0 to {})", where, v,
                            vocab.n_tokens(), vocab.n_tokens() - 1));
   }
@@ -85,7 +71,7 @@ std::optional<ApiError> content_tokens(const text::Vocab& vocab, const json& con
     ids = vocab.tokenize(content.get<std::string>(), add_special, parse_special);
     return std::nullopt;
   }
-  if (!content.is_array()) return bad("content", "'content' must be a string or an array of strings and token ids");
+  if (!content.is_array()) return bad_field("content", "'content' must be a string or an array of strings and token ids");
   for (size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
     if (part.is_string()) {
@@ -106,15 +92,15 @@ std::optional<ApiError> tokenize_request(const text::Vocab& vocab, const std::st
   json j;
   if (auto e = parse_object(body, j)) return e;
   bool add_special = false, parse_special = true, with_pieces = false;
-  if (auto e = flag(j, "add_special", add_special)) return e;
-  if (auto e = flag(j, "parse_special", parse_special)) return e;
-  if (auto e = flag(j, "with_pieces", with_pieces)) return e;
+  if (auto e = read_bool(j, "add_special", add_special)) return e;
+  if (auto e = read_bool(j, "parse_special", parse_special)) return e;
+  if (auto e = read_bool(j, "with_pieces", with_pieces)) return e;
   std::vector<text::Token> ids;
-  if (j.contains("content") && !j["content"].is_null()) {
-    if (auto e = content_tokens(vocab, j["content"], add_special, parse_special, ids)) return e;
+  if (const json* content = optional_field(j, "content")) {
+    if (auto e = content_tokens(vocab, *content, add_special, parse_special, ids)) return e;
   }
   if (with_pieces && ids.size() > kMaxTokenizePieces) {
-    return bad("with_pieces", fmt::format("'with_pieces' is for at most {} tokens; this content has {}",
+    return bad_field("with_pieces", fmt::format("'with_pieces' is for at most {} tokens; this content has {}",
                                           kMaxTokenizePieces, ids.size()));
   }
   // Written as text, not as a JSON value per token: a million tokens are one string, not a million
@@ -137,9 +123,9 @@ std::optional<ApiError> detokenize_request(const text::Vocab& vocab, const std::
   json j;
   if (auto e = parse_object(body, j)) return e;
   std::vector<text::Token> ids;
-  if (j.contains("tokens") && !j["tokens"].is_null()) {
-    const json& tokens = j["tokens"];
-    if (!tokens.is_array()) return bad("tokens", "'tokens' must be an array of token ids");
+  if (const json* given = optional_field(j, "tokens")) {
+    const json& tokens = *given;
+    if (!tokens.is_array()) return bad_field("tokens", "'tokens' must be an array of token ids");
     ids.reserve(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) {
       text::Token id = 0;

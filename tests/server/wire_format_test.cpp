@@ -6,6 +6,7 @@
 
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "server/anthropic_api.h"
@@ -220,6 +221,22 @@ TEST(AnthropicWire, todays_agent_fields_are_accepted_and_system_notes_stay_in_pl
     "thinking":{"type":"disabled","budget_tokens":99}})", off));
   EXPECT_EQ(off.template_kwargs["enable_thinking"], false);
   EXPECT_FALSE(off.reasoning_budget.has_value());
+}
+
+// Anthropic's defaults are OpenAI's; it reads temperature, top_p and top_k, and no OpenAI-only field.
+TEST(AnthropicWire, sampling_starts_from_the_api_defaults_and_reads_only_anthropics_fields) {
+  auto sampling_of = [](const std::string& fields) {
+    AnthropicMessages wire;
+    TurnRequest turn;
+    turn.generation.sampling.seed = 7;
+    auto e = parse(wire, R"({"max_tokens":5,"messages":[{"role":"user","content":"x"}])" + fields + "}", turn);
+    EXPECT_FALSE(e) << e->message;
+    const sampling::Params& s = turn.generation.sampling;
+    return std::make_tuple(s.temp, s.top_p, s.top_k, s.min_p, s.seed);
+  };
+  EXPECT_EQ(sampling_of(""), std::make_tuple(1.0f, 1.0f, 0, 0.0f, sampling::kRandomSeed));
+  EXPECT_EQ(sampling_of(R"(,"temperature":0.5,"top_p":0.25,"top_k":20,"min_p":0.3,"seed":11)"),
+            std::make_tuple(0.5f, 0.25f, 20, 0.0f, sampling::kRandomSeed));
 }
 
 TEST(AnthropicWire, blocks_become_the_conversation_the_template_sees) {

@@ -1,4 +1,4 @@
-// The HTTP front of `strata serve`: it accepts connections itself and reads every request whole
+// The HTTP framing of `strata serve`: it accepts connections itself and reads every request whole
 // (headers, then the body) on one poll thread, with a deadline and size limits, so a slow or idle
 // client holds a file descriptor, never a worker thread. Complete requests go to httplib's request
 // processing (routing, handlers, responses) on a pool of worker threads. /health is answered on the
@@ -20,7 +20,7 @@
 
 namespace strata::server {
 
-struct FrontLimits {
+struct FramingLimits {
   int max_connections = 512;             // open client connections; more are refused with 503
   int header_timeout_ms = 10000;         // from a request's first byte to its last (headers and body)
   int idle_timeout_ms = 60000;           // a keep-alive connection without a request
@@ -32,10 +32,10 @@ struct FrontLimits {
   int shutdown_timeout_ms = 5000;        // what stop() waits for running requests before cutting them off
 };
 
-class HttpFront : public httplib::Server {
+class FramingHttpServer : public httplib::Server {
  public:
-  explicit HttpFront(FrontLimits limits);
-  ~HttpFront() override;
+  explicit FramingHttpServer(FramingLimits limits);
+  ~FramingHttpServer() override;
 
   // Binds the listening socket; port 0 picks a free one. Returns the port.
   Result<int> bind(const std::string& host, int port);
@@ -62,7 +62,7 @@ class HttpFront : public httplib::Server {
   void close_connection(std::unique_ptr<Connection> c);
   void wake();
 
-  FrontLimits limits_;
+  FramingLimits limits_;
   int listen_fd_ = -1;
   int wake_fd_[2] = {-1, -1};
   std::atomic<bool> stopping_{false};

@@ -1,4 +1,4 @@
-#include "server/http_server.h"
+#include "server/http_routes.h"
 
 #include <httplib.h>
 #include <openssl/crypto.h>
@@ -15,7 +15,7 @@
 #include "base/checked.h"
 #include "base/system.h"
 #include "server/cluster_json.h"
-#include "server/http_front.h"
+#include "server/http_framing.h"
 #include "server/metrics.h"
 #include "server/anthropic_api.h"
 #include "server/builtin_templates.h"
@@ -64,8 +64,8 @@ bool key_matches(const std::string& header, const std::string& key) {
   return colon != std::string::npos && same_secret(std::string_view(decoded).substr(colon + 1), key);
 }
 
-// Everything the handlers share once the model is ready.
-struct Ready {
+// The loaded model: everything the handlers share once it serves.
+struct LoadedModel {
   runtime::Engine* engine = nullptr;
   Scheduler* scheduler = nullptr;
   text::ChatTemplate chat_template = text::ChatTemplate::chatml();
@@ -74,12 +74,13 @@ struct Ready {
   int64_t created = 0;
 };
 
-class Api {
+// What the routes run: authorization, the loaded model (or a 503), turns streamed or whole, metrics.
+class RequestHandlers {
  public:
-  explicit Api(const ServerOptions& options) : options_(options) {}
+  explicit RequestHandlers(const ServerOptions& options) : options_(options) {}
 
-  void set_ready(Ready* ready) { ready_.store(ready); }
-  Ready* ready() const { return ready_.load(); }
+  void set_loaded(LoadedModel* model) { loaded_.store(model); }
+  LoadedModel* loaded() const { return loaded_.load(); }
   Metrics& metrics() { return metrics_; }
 
   // With --api-key every endpoint but /health needs the key: "Authorization: Bearer KEY", HTTP Basic
@@ -100,9 +101,9 @@ class Api {
     return false;
   }
 
-  // The ready state, or a 503 answer while loading.
-  Ready* require_ready(httplib::Response& res, const WireFormat* wire = nullptr) {
-    Ready* r = ready();
+  // The loaded model, or a 503 answer while loading.
+  LoadedModel* require_loaded(httplib::Response& res, const WireFormat* wire = nullptr) {
+    LoadedModel* r = loaded();
     if (!r) {
       ApiError e;
       e.status = 503;
@@ -115,9 +116,9 @@ class Api {
 
   // The start every turn endpoint shares: the key, a loaded model, a JSON body. Null after answering
   // with the wire format's error.
-  Ready* begin(const httplib::Request& http, httplib::Response& res, WireFormat& wire, json& body) {
+  LoadedModel* begin(const httplib::Request& http, httplib::Response& res, WireFormat& wire, json& body) {
     if (!authorized(http, res, false, &wire)) return nullptr;
-    Ready* r = require_ready(res, &wire);
+    LoadedModel* r = require_loaded(res, &wire);
     if (!r) return nullptr;
     if (auto e = parse_body(http.body, body)) {
       send_json(res, e->status, wire.error_body(*e));
@@ -131,7 +132,7 @@ class Api {
     metrics_.request_started();
     auto fail = [&](const ApiError& e) { send_json(res, e.status, wire->error_body(e)); };
     json body;
-    Ready* r = begin(http, res, *wire, body);
+    LoadedModel* r = begin(http, res, *wire, body);
     if (!r) return;
     TurnRequest request;
     if (auto e = wire->parse(body, request)) return fail(*e);
@@ -142,7 +143,7 @@ class Api {
     if (wire->stream()) return stream(res, std::move(turn), std::move(wire));
     for (;;) {
       TurnEvents ev = turn->poll(std::chrono::milliseconds(200));
-      if (!ev.done && HttpFront::client_gone()) {
+      if (!ev.done && FramingHttpServer::client_gone()) {
         turn->cancel();  // nobody is waiting for the answer any more
         metrics_.request_failed();
         res.status = 499;  // nginx's "client closed request"; nobody will read it
@@ -164,7 +165,7 @@ class Api {
  private:
   // Any model name is served, as llama-server does (agents and SDKs send their own names); the answer
   // carries the name asked for, or the server's (--alias, else the file name) when none was given.
-  static const std::string& served_name(const Ready& r, const std::string& requested) {
+  static const std::string& served_name(const LoadedModel& r, const std::string& requested) {
     return requested.empty() ? r.model_id : requested;
   }
 
@@ -204,15 +205,15 @@ class Api {
   }
 
   const ServerOptions& options_;
-  std::atomic<Ready*> ready_{nullptr};
+  std::atomic<LoadedModel*> loaded_{nullptr};
   Metrics metrics_;
 };
 
-void Api::count_tokens(const httplib::Request& http, httplib::Response& res) {
+void RequestHandlers::count_tokens(const httplib::Request& http, httplib::Response& res) {
   auto wire = std::make_shared<AnthropicMessages>();
   auto fail = [&](const ApiError& e) { send_json(res, e.status, wire->error_body(e)); };
   json body;
-  Ready* r = begin(http, res, *wire, body);
+  LoadedModel* r = begin(http, res, *wire, body);
   if (!r) return;
   TurnRequest request;
   if (!body.contains("max_tokens")) body["max_tokens"] = 1;  // count_tokens takes no max_tokens
@@ -282,10 +283,10 @@ Result<TurnSetup> turn_setup(const ServerOptions& options) {
   return setup;
 }
 
-// Every endpoint; the handlers run on the front's worker threads.
-void add_routes(HttpFront& http, Api& api, const ServerOptions& options) {
+// /health, /metrics and what the model and cluster are (/v1/models, /props, /v1/cluster).
+void add_status_routes(FramingHttpServer& http, RequestHandlers& handlers) {
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
-    Ready* r = api.ready();
+    LoadedModel* r = handlers.loaded();
     if (!r) return send_json(res, 503, {{"status", "loading"}, {"message", "loading the model"}});
     json down = json::array();
     for (const auto& h : r->engine->node_health()) {
@@ -295,28 +296,34 @@ void add_routes(HttpFront& http, Api& api, const ServerOptions& options) {
     send_json(res, 200, {{"status", "ok"}});
   });
   http.Get("/metrics", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!api.authorized(req, res)) return;
-    Ready* r = api.ready();
-    res.set_content(api.metrics().render(r ? r->engine : nullptr, r ? r->scheduler : nullptr),
+    if (!handlers.authorized(req, res)) return;
+    LoadedModel* r = handlers.loaded();
+    res.set_content(handlers.metrics().render(r ? r->engine : nullptr, r ? r->scheduler : nullptr),
                     "text/plain; version=0.0.4");
   });
   http.Get("/v1/models", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!api.authorized(req, res)) return;
-    Ready* r = api.require_ready(res);
+    if (!handlers.authorized(req, res)) return;
+    LoadedModel* r = handlers.require_loaded(res);
     if (!r) return;
     send_json(res, 200, {{"object", "list"},
                          {"data", json::array({{{"id", r->model_id}, {"object", "model"}, {"created", r->created},
                                                 {"owned_by", "strata"}}})}});
   });
   auto cluster = [&](const httplib::Request& req, httplib::Response& res) {
-    if (!api.authorized(req, res)) return;
-    Ready* r = api.require_ready(res);
+    if (!handlers.authorized(req, res)) return;
+    LoadedModel* r = handlers.require_loaded(res);
     if (!r) return;
     send_json(res, 200, cluster_json(*r->engine, *r->scheduler, r->model_id));
   };
+  http.Get("/props", cluster);
+  http.Get("/v1/cluster", cluster);
+}
+
+// llama-server's GET /slots and POST /slots/ID?action=save|restore|erase.
+void add_slot_routes(FramingHttpServer& http, RequestHandlers& handlers, const ServerOptions& options) {
   http.Get("/slots", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!api.authorized(req, res)) return;
-    Ready* r = api.require_ready(res);
+    if (!handlers.authorized(req, res)) return;
+    LoadedModel* r = handlers.require_loaded(res);
     if (!r) return;
     if (!options.slots) {
       ApiError e;
@@ -333,52 +340,67 @@ void add_routes(HttpFront& http, Api& api, const ServerOptions& options) {
     send_json(res, 200, out);
   });
   http.Post(R"(/slots/(\d{1,6}))", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!api.authorized(req, res)) return;
-    Ready* r = api.require_ready(res);
+    if (!handlers.authorized(req, res)) return;
+    LoadedModel* r = handlers.require_loaded(res);
     if (!r) return;
     const SlotActionAnswer a = slot_action_answer(*r->scheduler, options.slot_save_path, std::stoi(req.matches[1].str()),
                                                   req.get_param_value("action"), req.body);
     send_json(res, a.status, a.body);
   });
-  http.Get("/props", cluster);
-  http.Get("/v1/cluster", cluster);
+}
+
+// The turn endpoints of every wire format, /tokenize and /detokenize, and the web page.
+void add_turn_routes(FramingHttpServer& http, RequestHandlers& handlers) {
   auto route = [&](const char* path, auto make_wire) {
-    http.Post(path, [&api, make_wire](const httplib::Request& req, httplib::Response& res) { api.run_turn(req, res, make_wire()); });
+    http.Post(path, [&handlers, make_wire](const httplib::Request& req, httplib::Response& res) {
+      handlers.run_turn(req, res, make_wire());
+    });
   };
   route("/v1/chat/completions", [] { return std::make_shared<OpenAiCompletions>(true); });
   route("/chat/completions", [] { return std::make_shared<OpenAiCompletions>(true); });
   route("/v1/completions", [] { return std::make_shared<OpenAiCompletions>(false); });
   route("/v1/messages", [] { return std::make_shared<AnthropicMessages>(); });
   route("/v1/responses", [] { return std::make_shared<OpenAiResponses>(); });
-  http.Post("/v1/messages/count_tokens", [&](const httplib::Request& req, httplib::Response& res) { api.count_tokens(req, res); });
-  add_tokenize_routes(http, {[&](const httplib::Request& req, httplib::Response& res) { return api.authorized(req, res); },
+  http.Post("/v1/messages/count_tokens",
+            [&](const httplib::Request& req, httplib::Response& res) { handlers.count_tokens(req, res); });
+  add_tokenize_routes(http, {[&](const httplib::Request& req, httplib::Response& res) { return handlers.authorized(req, res); },
                              [&](httplib::Response& res) -> const text::Vocab* {
-                               Ready* r = api.require_ready(res);
+                               LoadedModel* r = handlers.require_loaded(res);
                                return r ? &r->engine->vocab() : nullptr;
                              }});
   http.Get("/", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!api.authorized(req, res, true)) return;
+    if (!handlers.authorized(req, res, true)) return;
     res.set_content(web_ui_html(), "text/html; charset=utf-8");
   });
 }
 
-}  // namespace
+// Every endpoint; the handlers run on the framing server's worker threads.
+void add_routes(FramingHttpServer& http, RequestHandlers& handlers, const ServerOptions& options) {
+  add_status_routes(http, handlers);
+  add_slot_routes(http, handlers, options);
+  add_turn_routes(http, handlers);
+}
 
-Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& options) {
-  if (options.port < 0 || options.port > 65535) return make_error("--port {} out of range", options.port);
+// SIGINT and SIGTERM, blocked before serve() starts its threads so they inherit the mask and only
+// sigwait takes them. SIGPIPE is ignored: a client that leaves is no reason to exit.
+sigset_t block_stop_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
 
-  STRATA_ASSIGN(auto chosen_template, template_override(options));
-  STRATA_ASSIGN(TurnSetup setup, turn_setup(options));
-  Api api(options);
-  FrontLimits limits;
-  limits.worker_threads = options.http_threads;
-  HttpFront http(limits);
+int wait_for_signal(const sigset_t& signals) {
+  int sig = 0;
+  sigwait(&signals, &sig);
+  return sig;
+}
+
+// httplib's settings for the framing limits; an exception in a handler is answered with a 500.
+void configure_http(FramingHttpServer& http, const FramingLimits& limits) {
   http.set_payload_max_length(limits.max_body_bytes);
   http.set_keep_alive_max_count(100000);  // what the Keep-Alive response header announces
   http.set_keep_alive_timeout(limits.idle_timeout_ms / 1000);
@@ -395,14 +417,10 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
     }
     send_error(res, err);
   });
+}
 
-  add_routes(http, api, options);
-
-  STRATA_ASSIGN(const int port, http.bind(options.host, options.port));
-  http.run();
-  spdlog::info("server: listening on http://{}:{} (health 503 until the model is ready)", options.host, port);
-
-  auto stop_http = [&] { http.stop(); };
+// The engine's options with what serving adds to its plan: checkpoints, MTP and the host cache.
+runtime::EngineOptions planned_engine_options(const runtime::EngineOptions& engine_options, const ServerOptions& options) {
   runtime::EngineOptions planned = engine_options;
   // Kept by every node for its recurrent layers: the prompt cache's, and speculation's one.
   planned.n_checkpoints = options.ctx_checkpoints + runtime::Speculation::checkpoints_needed(options.spec);
@@ -410,55 +428,85 @@ Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& 
   // -1: no limit of its own; each node still keeps it within a quarter of its free memory.
   planned.cache_ram_bytes = options.cache_ram_mib < 0 ? read_memory_facts().available / 4
                                                       : sat_mul(uint64_t(options.cache_ram_mib), uint64_t(1) << 20);
-  auto engine = runtime::Engine::load(planned);
-  if (!engine.ok()) {
-    stop_http();
-    return make_error("loading failed: {}", engine.error().message);
-  }
-  if (options.warmup) {
-    // One decode through every stage of the plan before the first request.
-    model::Batch batch;
-    const text::Token t = (*engine)->vocab().bos() >= 0 ? (*engine)->vocab().bos() : 0;
-    batch.add(t, 0, 0, true);
-    auto warm = (*engine)->decode(batch);
-    if (!warm.ok()) {
-      stop_http();
-      return make_error("warm-up failed: {}", warm.error().message);
-    }
-    (void)(*engine)->clear_seq(0);
-    spdlog::info("server: warm-up decode went through all {} stage(s)", (*engine)->plan().stages.size());
-  }
-  Ready ready;
-  ready.engine = engine->get();
-  ready.chat_template = served_template(std::move(chosen_template), (*engine)->model().file());
-  ready.setup = setup;
-  ready.setup.engine = engine->get();
-  ready.setup.chat_template = &ready.chat_template;
-  ready.setup.format = chat::detect_format(ready.chat_template.source());
-  spdlog::info("server: chat format: tool calls {}, thinking {}", chat::tool_format_name(ready.setup.format.tools),
-               ready.setup.format.thinking ? "yes" : "no");
-  ready.model_id = options.model_alias.empty() ? std::filesystem::path(engine_options.model_path).filename().string()
-                                               : options.model_alias;
-  ready.created = std::time(nullptr);
+  return planned;
+}
+
+// One decode through every stage of the plan before the first request.
+Status warm_up(runtime::Engine& engine) {
+  model::Batch batch;
+  const text::Token t = engine.vocab().bos() >= 0 ? engine.vocab().bos() : 0;
+  batch.add(t, 0, 0, true);
+  auto warm = engine.decode(batch);
+  if (!warm.ok()) return std::move(warm).error();
+  (void)engine.clear_seq(0);
+  spdlog::info("server: warm-up decode went through all {} stage(s)", engine.plan().stages.size());
+  return {};
+}
+
+// The handlers' engine, template and turn settings; the template's chat format is logged.
+void set_engine(LoadedModel& loaded, runtime::Engine& engine, text::ChatTemplate chat_template, const TurnSetup& setup) {
+  loaded.engine = &engine;
+  loaded.chat_template = std::move(chat_template);
+  loaded.setup = setup;
+  loaded.setup.engine = &engine;
+  loaded.setup.chat_template = &loaded.chat_template;
+  loaded.setup.format = chat::detect_format(loaded.chat_template.source());
+  spdlog::info("server: chat format: tool calls {}, thinking {}", chat::tool_format_name(loaded.setup.format.tools),
+               loaded.setup.format.thinking ? "yes" : "no");
+}
+
+SchedulerOptions scheduler_options(const ServerOptions& options) {
   SchedulerOptions scheduling;
   scheduling.slot_prompt_similarity = options.slot_prompt_similarity;
   scheduling.spec = options.spec;
   if (options.spec.enabled()) spdlog::info("server: speculative decoding {} in every slot (draft n-max {})",
                                            runtime::spec_type_name(options.spec.type), options.spec.n_max);
-  Scheduler scheduler(**engine, scheduling);
-  ready.scheduler = &scheduler;
-  ready.setup.scheduler = &scheduler;
-  api.set_ready(&ready);
-  spdlog::info("server: ready: model '{}', {} slot(s) of {} tokens", ready.model_id, scheduler.n_slots(),
+  return scheduling;
+}
+
+}  // namespace
+
+Status serve(const runtime::EngineOptions& engine_options, const ServerOptions& options) {
+  if (options.port < 0 || options.port > 65535) return make_error("--port {} out of range", options.port);
+  const sigset_t stop_signals = block_stop_signals();
+  STRATA_ASSIGN(auto chosen_template, template_override(options));
+  STRATA_ASSIGN(TurnSetup setup, turn_setup(options));
+  RequestHandlers handlers(options);
+  FramingLimits limits;
+  limits.worker_threads = options.http_threads;
+  FramingHttpServer http(limits);
+  configure_http(http, limits);
+  add_routes(http, handlers, options);
+  STRATA_ASSIGN(const int port, http.bind(options.host, options.port));
+  http.run();
+  spdlog::info("server: listening on http://{}:{} (health 503 until the model is ready)", options.host, port);
+
+  auto engine = runtime::Engine::load(planned_engine_options(engine_options, options));
+  if (!engine.ok()) {
+    http.stop();
+    return make_error("loading failed: {}", engine.error().message);
+  }
+  if (Status warm = options.warmup ? warm_up(**engine) : Status(); !warm.ok()) {
+    http.stop();
+    return make_error("warm-up failed: {}", warm.error().message);
+  }
+  LoadedModel loaded;
+  set_engine(loaded, **engine, served_template(std::move(chosen_template), (*engine)->model().file()), setup);
+  loaded.model_id = options.model_alias.empty() ? std::filesystem::path(engine_options.model_path).filename().string()
+                                                : options.model_alias;
+  loaded.created = std::time(nullptr);
+  Scheduler scheduler(**engine, scheduler_options(options));
+  loaded.scheduler = &scheduler;
+  loaded.setup.scheduler = &scheduler;
+  handlers.set_loaded(&loaded);
+  spdlog::info("server: ready: model '{}', {} slot(s) of {} tokens", loaded.model_id, scheduler.n_slots(),
                (*engine)->n_ctx_per_seq());
   if (!options.ready_file.empty()) std::ofstream(options.ready_file) << options.host << ":" << port << "\n";
 
-  int sig = 0;
-  sigwait(&signals, &sig);
-  spdlog::info("server: signal {}, shutting down", sig);
-  api.set_ready(nullptr);
+  spdlog::info("server: signal {}, shutting down", wait_for_signal(stop_signals));
+  handlers.set_loaded(nullptr);
   scheduler.stop();
-  stop_http();
+  http.stop();
   return {};
 }
 

@@ -1,4 +1,4 @@
-#include "server/http_front.h"
+#include "server/http_framing.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -39,7 +39,9 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::string canned(int status, const char* reason, const std::string& message) {
+// A complete HTTP/1.1 error response (OpenAI's error body, Connection: close): the last thing a refused
+// connection is sent.
+std::string http_error_response(int status, const char* reason, const std::string& message) {
   const std::string body = R"({"error":{"message":")" + message + R"(","type":"invalid_request_error"}})";
   return "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
@@ -56,13 +58,13 @@ struct Framing {
 
 // Finds the end of the request at the head of `buf` from its Content-Length; refuses oversized
 // headers or bodies and chunked request bodies (every API client sends a length).
-Framing frame_request(const std::string& buf, const FrontLimits& limits) {
+Framing frame_request(const std::string& buf, const FramingLimits& limits) {
   Framing f;
   const size_t end = buf.find("\r\n\r\n");
   if (end == std::string::npos || end + 4 > limits.max_header_bytes) {
     if (buf.size() > limits.max_header_bytes) {
       f.kind = Framing::kRefused;
-      f.refusal = canned(431, "Request Header Fields Too Large", "the request headers are too large");
+      f.refusal = http_error_response(431, "Request Header Fields Too Large", "the request headers are too large");
     }
     return f;
   }
@@ -79,7 +81,7 @@ Framing frame_request(const std::string& buf, const FrontLimits& limits) {
     if (colon == std::string_view::npos || colon == 0 || line[0] == ' ' || line[0] == '\t' ||
         line[colon - 1] == ' ' || line[colon - 1] == '\t' || line.find('\n') != std::string_view::npos) {
       f.kind = Framing::kRefused;
-      f.refusal = canned(400, "Bad Request", "malformed header line");
+      f.refusal = http_error_response(400, "Bad Request", "malformed header line");
       return f;
     }
     const std::string_view name = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
@@ -89,13 +91,13 @@ Framing frame_request(const std::string& buf, const FrontLimits& limits) {
       for (char ch : value) digits = digits && ch >= '0' && ch <= '9', v = v * 10 + static_cast<uint64_t>(ch - '0');
       if (!digits || (has_length && v != length)) {
         f.kind = Framing::kRefused;
-        f.refusal = canned(400, "Bad Request", "malformed Content-Length");
+        f.refusal = http_error_response(400, "Bad Request", "malformed Content-Length");
         return f;
       }
       length = v, has_length = true;
     } else if (iequals(name, "transfer-encoding") && !iequals(value, "identity")) {
       f.kind = Framing::kRefused;
-      f.refusal = canned(411, "Length Required", "chunked request bodies are not accepted; send Content-Length");
+      f.refusal = http_error_response(411, "Length Required", "chunked request bodies are not accepted; send Content-Length");
       return f;
     } else if (iequals(name, "expect") && iequals(value, "100-continue")) {
       f.expects_continue = true;
@@ -103,7 +105,7 @@ Framing frame_request(const std::string& buf, const FrontLimits& limits) {
   }
   if (length > limits.max_body_bytes) {
     f.kind = Framing::kRefused;
-    f.refusal = canned(413, "Payload Too Large", "the request body is too large");
+    f.refusal = http_error_response(413, "Payload Too Large", "the request body is too large");
     return f;
   }
   if (buf.size() >= f.header_end + length) {
@@ -132,7 +134,7 @@ bool send_all(int fd, const char* p, size_t n, int timeout_ms) {
 
 }  // namespace
 
-struct HttpFront::Connection {
+struct FramingHttpServer::Connection {
   int fd = -1;
   std::string buf;          // received and not yet processed
   Clock::time_point deadline;
@@ -163,12 +165,12 @@ void fix_allocator_thresholds() {
   });
 }
 
-thread_local HttpFront::Connection* current_connection = nullptr;
+thread_local FramingHttpServer::Connection* current_connection = nullptr;
 
 // httplib's view of a connection: reads come from the buffered request, writes go to the socket.
-class FrontStream final : public httplib::Stream {
+class FramedStream final : public httplib::Stream {
  public:
-  FrontStream(HttpFront::Connection& c, int write_timeout_ms) : c_(c), write_timeout_ms_(write_timeout_ms) {}
+  FramedStream(FramingHttpServer::Connection& c, int write_timeout_ms) : c_(c), write_timeout_ms_(write_timeout_ms) {}
   size_t consumed() const { return pos_; }
   bool failed() const { return failed_; }
 
@@ -176,7 +178,7 @@ class FrontStream final : public httplib::Stream {
   bool is_writable() const override {
     pollfd pfd{c_.fd, POLLOUT, 0};
     return !failed_ && ::poll(&pfd, 1, write_timeout_ms_) > 0 && !(pfd.revents & (POLLERR | POLLHUP)) &&
-           !HttpFront::client_gone();
+           !FramingHttpServer::client_gone();
   }
   ssize_t read(char* ptr, size_t size) override {
     const size_t n = std::min(size, c_.buf.size() - pos_);
@@ -210,7 +212,7 @@ class FrontStream final : public httplib::Stream {
     port = std::atoi(serv);
   }
 
-  HttpFront::Connection& c_;
+  FramingHttpServer::Connection& c_;
   int write_timeout_ms_;
   size_t pos_ = 0;
   bool failed_ = false;
@@ -222,16 +224,16 @@ bool is_health_request(const std::string& buf) {
 
 }  // namespace
 
-HttpFront::HttpFront(FrontLimits limits) : limits_(limits) { fix_allocator_thresholds(); }
+FramingHttpServer::FramingHttpServer(FramingLimits limits) : limits_(limits) { fix_allocator_thresholds(); }
 
-HttpFront::~HttpFront() {
+FramingHttpServer::~FramingHttpServer() {
   stop();
   for (int fd : {listen_fd_, wake_fd_[0], wake_fd_[1]}) {
     if (fd >= 0) ::close(fd);
   }
 }
 
-Result<int> HttpFront::bind(const std::string& host, int port) {
+Result<int> FramingHttpServer::bind(const std::string& host, int port) {
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -258,12 +260,12 @@ Result<int> HttpFront::bind(const std::string& host, int port) {
                                     : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
 }
 
-void HttpFront::run() {
+void FramingHttpServer::run() {
   for (int i = 0; i < limits_.worker_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
   poller_ = std::thread([this] { poll_loop(); });
 }
 
-bool HttpFront::client_gone() {
+bool FramingHttpServer::client_gone() {
   const Connection* c = current_connection;
   if (!c) return false;
   pollfd pfd{c->fd, POLLIN | POLLRDHUP, 0};
@@ -273,20 +275,20 @@ bool HttpFront::client_gone() {
   return ::recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-void HttpFront::wake() { (void)!::write(wake_fd_[1], "x", 1); }
+void FramingHttpServer::wake() { (void)!::write(wake_fd_[1], "x", 1); }
 
-void HttpFront::close_connection(std::unique_ptr<Connection> c) {
+void FramingHttpServer::close_connection(std::unique_ptr<Connection> c) {
   buffered_ -= c->buf.size();
   ::close(c->fd);
   --open_;
 }
 
-void HttpFront::accept_ready() {
+void FramingHttpServer::accept_ready() {
   for (;;) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
     if (open_.load() >= limits_.max_connections) {
-      const std::string busy = canned(503, "Service Unavailable", "too many connections");
+      const std::string busy = http_error_response(503, "Service Unavailable", "too many connections");
       (void)!::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       ::close(fd);
       continue;
@@ -301,7 +303,7 @@ void HttpFront::accept_ready() {
   }
 }
 
-bool HttpFront::read_ready(Connection& c) {
+bool FramingHttpServer::read_ready(Connection& c) {
   char chunk[16384];
   for (;;) {
     const ssize_t n = ::recv(c.fd, chunk, sizeof chunk, MSG_DONTWAIT);
@@ -311,12 +313,12 @@ bool HttpFront::read_ready(Connection& c) {
     }
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     if (c.buf.size() + static_cast<size_t>(n) > limits_.max_header_bytes + limits_.max_body_bytes + (64 << 10)) {
-      const std::string big = canned(413, "Payload Too Large", "more request bytes than one request may have");
+      const std::string big = http_error_response(413, "Payload Too Large", "more request bytes than one request may have");
       send_all(c.fd, big.data(), big.size(), 100);
       return false;
     }
     if (buffered_.load() + static_cast<size_t>(n) > limits_.max_buffered_bytes) {
-      const std::string busy = canned(503, "Service Unavailable", "the server holds too many pending requests");
+      const std::string busy = http_error_response(503, "Service Unavailable", "the server holds too many pending requests");
       send_all(c.fd, busy.data(), busy.size(), 100);
       return false;
     }
@@ -330,7 +332,7 @@ bool HttpFront::read_ready(Connection& c) {
   }
 }
 
-void HttpFront::dispatch(std::unique_ptr<Connection> c) {
+void FramingHttpServer::dispatch(std::unique_ptr<Connection> c) {
   if (is_health_request(c->buf)) {
     // Cheap, and must answer even when every worker is busy; a client that does not take the answer
     // at once is dropped rather than allowed to hold up the poll thread.
@@ -348,7 +350,7 @@ void HttpFront::dispatch(std::unique_ptr<Connection> c) {
   cv_.notify_one();
 }
 
-void HttpFront::poll_loop() {
+void FramingHttpServer::poll_loop() {
   std::vector<pollfd> fds;
   while (!stopping_.load()) {
     fds.assign({{wake_fd_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
@@ -408,8 +410,8 @@ void HttpFront::poll_loop() {
   returned_.clear();
 }
 
-void HttpFront::serve(Connection& c, int write_timeout_ms) {
-  FrontStream stream(c, write_timeout_ms);
+void FramingHttpServer::serve(Connection& c, int write_timeout_ms) {
+  FramedStream stream(c, write_timeout_ms);
   current_connection = &c;
   const bool last = stopping_.load() || ++c.requests >= kKeepAliveMaxRequests;
   bool closed = false;
@@ -430,7 +432,7 @@ void HttpFront::serve(Connection& c, int write_timeout_ms) {
   c.keep = ok && !closed && !last && !stream.failed() && !c.eof;
 }
 
-void HttpFront::worker_loop() {
+void FramingHttpServer::worker_loop() {
   for (;;) {
     std::unique_ptr<Connection> c;
     {
@@ -470,7 +472,7 @@ void HttpFront::worker_loop() {
   }
 }
 
-void HttpFront::stop() {
+void FramingHttpServer::stop() {
   if (stopping_.exchange(true)) return;
   svr_sock_ = INVALID_SOCKET;  // ends streamed responses at their next chunk
   wake();

@@ -1,4 +1,5 @@
-// `strata serve`: the OpenAI-compatible HTTP API over the engine and its cluster.
+// `strata serve`: the OpenAI-compatible HTTP API over the engine and its cluster. This file routes each
+// request to its handler; reading requests off the sockets is http_framing's.
 #pragma once
 
 #include <string>

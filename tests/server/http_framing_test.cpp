@@ -1,4 +1,4 @@
-#include "server/http_front.h"
+#include "server/http_framing.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -46,9 +46,9 @@ void transient_work() {
   kept.emplace_back(new char[64]);
 }
 
-TEST(HttpFront, memory_of_a_large_request_is_given_back_once_nothing_runs) {
+TEST(FramingHttpServer, memory_of_a_large_request_is_given_back_once_nothing_runs) {
   if (kSanitized) GTEST_SKIP() << "the sanitizer's allocator keeps freed memory in quarantine";
-  HttpFront http(FrontLimits{});
+  FramingHttpServer http(FramingLimits{});
   http.Post("/work", [](const httplib::Request&, httplib::Response& res) {
     transient_work();
     res.set_content("done", "text/plain");
