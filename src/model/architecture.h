@@ -95,8 +95,6 @@ class Architecture {
   virtual void forward_layer(const LayerContext& ctx, const LayerWeights& w, int il, float* x) const = 0;
   // Whether layer il keeps an attention KV cache (hybrid models have recurrent layers without one).
   virtual bool layer_has_kv(const HParams& /*hp*/, int /*il*/) const { return true; }
-  // Bytes of recurrent state (conv + delta-rule matrices) layer il keeps for n_seq sequences.
-  virtual uint64_t recurrent_state_bytes(const HParams& /*hp*/, int /*il*/, int32_t /*n_seq*/) const { return 0; }
 
  private:
   ArchTraits traits_;

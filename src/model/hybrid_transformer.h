@@ -64,11 +64,6 @@ class HybridTransformer final : public Architecture {
 
   bool layer_has_kv(const HParams& hp, int il) const override { return !hp.is_recurrent(il); }
 
-  uint64_t recurrent_state_bytes(const HParams& hp, int il, int32_t n_seq) const override {
-    if (!hp.is_recurrent(il)) return 0;
-    return sat_mul(memory::RecurrentState::bytes_per_layer_seq(recurrent_config(hp, {}, 1)), static_cast<uint64_t>(n_seq));
-  }
-
  private:
   DeltaNetOptions delta_net_;
 };

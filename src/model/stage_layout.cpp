@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "model/delta_rule.h"
+#include "model/gated_delta_net.h"
 #include "model/mtp.h"
 #include "gguf/names.h"
 #include "tensor/repack.h"
@@ -149,18 +150,48 @@ uint64_t scratch_bytes(const HParams& hp, const StageConfig& stage) {
   return sat_add(sat_mul(floats, sizeof(float)), kSmallAllocations);
 }
 
+Status check_stage(const StageConfig& stage, const HParams& hp) {
+  if (static_cast<int32_t>(stage.owned.size()) != hp.n_layer) {
+    return make_error("stage: {} layer flags for a {}-layer model", stage.owned.size(), hp.n_layer);
+  }
+  const auto in = [](int32_t v, int32_t lo, int32_t hi) { return v >= lo && v <= hi; };
+  if (!in(stage.n_seq, 1, kMaxStageSeqs)) {
+    return make_error("stage: {} sequences out of range 1..{}", stage.n_seq, kMaxStageSeqs);
+  }
+  if (!in(stage.n_ctx_per_seq, 1, kMaxStageContext)) {
+    return make_error("stage: context of {} tokens per sequence out of range 1..{}", stage.n_ctx_per_seq,
+                      kMaxStageContext);
+  }
+  if (!in(stage.n_batch, 1, kMaxStageBatch)) {
+    return make_error("stage: batch size {} out of range 1..{}", stage.n_batch, kMaxStageBatch);
+  }
+  if (!in(stage.n_threads, 1, kMaxStageThreads)) {
+    return make_error("stage: {} threads out of range 1..{}", stage.n_threads, kMaxStageThreads);
+  }
+  if (!in(stage.n_checkpoints, 0, kMaxStageCheckpoints)) {
+    return make_error("stage: {} state checkpoints per sequence out of range 0..{}", stage.n_checkpoints,
+                      kMaxStageCheckpoints);
+  }
+  return {};
+}
+
+RecurrentBytes recurrent_bytes(const HParams& layer_hp, const std::vector<uint8_t>& owned, int32_t n_seq,
+                               int32_t n_checkpoints) {
+  if (!layer_hp.has_recurrent_layers() || static_cast<int32_t>(owned.size()) != layer_hp.n_layer) return {};
+  memory::RecurrentConfig c = recurrent_config(layer_hp, owned, n_seq);
+  const uint64_t state = memory::RecurrentState::bytes_needed(c);  // without checkpoints
+  c.n_checkpoints = n_checkpoints;
+  return {state, memory::RecurrentState::checkpoint_bytes(c)};
+}
+
 uint64_t stash_bytes(const HParams& model_hp, const Architecture& arch, const StageConfig& stage, int32_t n_tokens,
                      int32_t n_checkpoints) {
   StageConfig one = stage;
   one.n_seq = 1;
   one.n_ctx_per_seq = std::max(n_tokens, 0);
-  uint64_t bytes = memory::KvCache::bytes_needed(kv_config(model_hp, arch, one));
-  const HParams hp = shard_hparams(model_hp, stage.shard);
-  const int32_t copies = 1 + std::max(n_checkpoints, 0);
-  for (int il = 0; il < hp.n_layer && il < static_cast<int>(stage.owned.size()); ++il) {
-    if (stage.owned[il]) bytes = sat_add(bytes, arch.recurrent_state_bytes(hp, il, copies));
-  }
-  return bytes;
+  const uint64_t kv = memory::KvCache::bytes_needed(kv_config(model_hp, arch, one));
+  const RecurrentBytes r = recurrent_bytes(shard_hparams(model_hp, stage.shard), stage.owned, 1, n_checkpoints);
+  return sat_add(kv, sat_add(r.state, r.checkpoints));
 }
 
 StageBytes stage_bytes(const HParams& model_hp, const Architecture& arch, const StageConfig& stage, uint64_t weight_bytes) {
@@ -169,12 +200,9 @@ StageBytes stage_bytes(const HParams& model_hp, const Architecture& arch, const 
   b.weights = weight_bytes;
   b.kv = memory::KvCache::bytes_needed(kv_config(model_hp, arch, stage));
   if (stage.mtp && stage.output) b.kv = sat_add(b.kv, memory::KvCache::bytes_needed(mtp_kv_config(model_hp, arch, stage)));
-  for (int il = 0; il < hp.n_layer && il < static_cast<int>(stage.owned.size()); ++il) {
-    if (!stage.owned[il]) continue;
-    b.state = sat_add(b.state, arch.recurrent_state_bytes(hp, il, stage.n_seq));
-    const uint64_t copies = sat_mul(uint64_t(std::max(stage.n_seq, 0)), uint64_t(std::max(stage.n_checkpoints, 0)));
-    b.checkpoints = sat_add(b.checkpoints, arch.recurrent_state_bytes(hp, il, static_cast<int32_t>(std::min<uint64_t>(copies, 1u << 30))));
-  }
+  const RecurrentBytes r = recurrent_bytes(hp, stage.owned, stage.n_seq, stage.n_checkpoints);
+  b.state = r.state;
+  b.checkpoints = r.checkpoints;
   b.scratch = scratch_bytes(hp, stage);
   if (stage.mtp) b.scratch = std::max(b.scratch, scratch_bytes(model_hp, stage));  // the block runs unsliced
   return b;

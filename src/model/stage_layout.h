@@ -57,6 +57,27 @@ bool repacks_tensor(const gguf::TensorInfo& t, bool repack);
 // Bytes a node holds for the tensor: its repacked size when it repacks it, else its file size.
 uint64_t held_bytes(const gguf::TensorInfo& t, bool repack);
 
+// The bounds every stage is held to, whoever built it (the planner) or sent it (a stage spec).
+inline constexpr int32_t kMaxStageSeqs = 256;
+inline constexpr int32_t kMaxStageContext = 1 << 24;  // tokens per sequence
+inline constexpr int32_t kMaxStageBatch = 1 << 16;
+inline constexpr int32_t kMaxStageThreads = 1024;
+inline constexpr int32_t kMaxStageCheckpoints = 256;  // per sequence
+
+// Refuses a stage whose layer flags do not match the model or whose sequences, context, batch,
+// threads or checkpoints are outside the bounds above: the one check of a stage's shape, made by the
+// runner that builds it and by a worker reading a stage spec before anything is sized from it.
+Status check_stage(const StageConfig& stage, const HParams& hp);
+
+// The recurrent state (`state`) and its checkpoints (`checkpoints`) of the layers the stage owns, n_seq
+// sequences of n_checkpoints each: memory::RecurrentState's own sizes for the runner's configuration.
+struct RecurrentBytes {
+  uint64_t state = 0;
+  uint64_t checkpoints = 0;
+};
+RecurrentBytes recurrent_bytes(const HParams& layer_hp, const std::vector<uint8_t>& owned, int32_t n_seq,
+                               int32_t n_checkpoints);
+
 // A tensor-split member that drafts with the MTP block needs every vocabulary row of an untied head:
 // the file's whole head beside its slice (0 otherwise).
 uint64_t mtp_head_bytes(const Model& model, const StageConfig& stage);

@@ -28,15 +28,7 @@ Status check_tensors_listed(const Model& model, const StageConfig& config) {
 
 Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const Model> model, const StageConfig& config) {
   const HParams& hp = model->hparams();
-  if (static_cast<int32_t>(config.owned.size()) != hp.n_layer) {
-    return make_error("stage: {} layer flags for a {}-layer model", config.owned.size(), hp.n_layer);
-  }
-  if (config.n_seq < 1 || config.n_seq > 256) return make_error("stage: {} sequences out of range 1..256", config.n_seq);
-  if (config.n_ctx_per_seq < 1 || config.n_ctx_per_seq > (1 << 24)) {
-    return make_error("stage: context {} per sequence out of range", config.n_ctx_per_seq);
-  }
-  if (config.n_batch < 1 || config.n_batch > (1 << 16)) return make_error("stage: batch size {} out of range", config.n_batch);
-  if (config.n_threads < 1 || config.n_threads > 1024) return make_error("stage: {} threads out of range", config.n_threads);
+  STRATA_TRY(check_stage(config, hp));
   if (config.mtp && !config.output) return make_error("stage: drafting with the MTP block needs the output head");
   if (config.repack && !tensor::this_cpu_repacks()) {  // the plan counted repacked sizes for this node
     return make_error("stage: the plan repacks this node's matrices, but its kernels do not (no AVX2 within "

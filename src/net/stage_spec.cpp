@@ -16,7 +16,6 @@ namespace {
 constexpr size_t kMaxMetadataBytes = 4 << 20;
 constexpr int kMaxTensors = 100000;
 constexpr int kMaxForwardTargets = 256;
-constexpr int kMaxCheckpoints = 256;
 
 bool is_hex_sha256(const std::string& s) {
   if (s.size() != 64) return false;
@@ -112,25 +111,17 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
   c.output = spec.output();
   c.mtp = spec.mtp();  // StageRunner::create refuses it without the output head
   c.repack = spec.repack();  // the planner's choice from this worker's Hello; StageRunner::create checks it
-  if (spec.n_seq() < 1 || spec.n_seq() > 256) return make_error("n_seq {} out of range 1..256", spec.n_seq());
-  if (spec.n_ctx_per_seq() < 1 || spec.n_ctx_per_seq() > (1 << 24)) {
-    return make_error("n_ctx_per_seq {} out of range", spec.n_ctx_per_seq());
-  }
-  if (spec.n_batch() < 1 || spec.n_batch() > (1 << 16)) return make_error("n_batch {} out of range", spec.n_batch());
-  if (spec.threads() < 0 || spec.threads() > 1024) return make_error("threads {} out of range", spec.threads());
-  if (spec.n_checkpoints() < 0 || spec.n_checkpoints() > kMaxCheckpoints) {
-    return make_error("n_checkpoints {} out of range 0..{}", spec.n_checkpoints(), kMaxCheckpoints);
-  }
   c.n_checkpoints = spec.n_checkpoints();
+  c.n_seq = spec.n_seq();
+  c.n_ctx_per_seq = spec.n_ctx_per_seq();
+  c.n_batch = spec.n_batch();
+  c.n_threads = spec.threads() == 0 ? std::max(1, default_threads) : spec.threads();  // 0: the worker's own
+  STRATA_TRY(model::check_stage(c, hp));  // before anything is sized from it
   // The host prompt cache is a cap, not a reservation: this worker never holds more than a quarter of
   // the memory it has free when the stage arrives, whatever the coordinator asks.
   c.cache_ram_bytes = std::min<uint64_t>(spec.cache_ram_bytes(), read_memory_facts().available / 4);
   STRATA_ASSIGN(c.type_k, spec_cache_type("cache_type_k", spec.cache_type_k(), hp.head_dim_k));
   STRATA_ASSIGN(c.type_v, spec_cache_type("cache_type_v", spec.cache_type_v(), hp.head_dim_v));
-  c.n_seq = spec.n_seq();
-  c.n_ctx_per_seq = spec.n_ctx_per_seq();
-  c.n_batch = spec.n_batch();
-  c.n_threads = spec.threads() > 0 ? spec.threads() : std::max(1, default_threads);
   const model::Architecture* arch = model::find_architecture(hp.arch);
   if (!arch) return make_error("architecture '{}' is not supported by this worker", hp.arch);
   if (spec.has_shard() && spec.shard().count() > 1) {

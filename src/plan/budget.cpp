@@ -66,29 +66,39 @@ std::optional<std::vector<int32_t>> fitting_owner(const model::Model& model, con
 
 }  // namespace
 
+model::StageConfig make_stage(const model::Model& model, const Node& node, const Request& request, StageRole role) {
+  model::StageConfig s;
+  s.tensors = model::tensors_needed(model, role.owned, role.input, role.output, role.mtp);
+  s.owned = std::move(role.owned);
+  s.input = role.input;
+  s.output = role.output;
+  s.mtp = role.mtp;
+  s.shard = role.shard;
+  s.n_seq = std::max(1, request.n_seq);
+  s.n_ctx_per_seq = std::max(0, request.n_ctx) / s.n_seq;
+  s.n_batch = std::max(1, request.n_batch);
+  s.n_threads = std::max(1, node.threads);
+  s.n_checkpoints = std::max(0, request.n_checkpoints);
+  s.cache_ram_bytes = request.cache_ram_bytes;
+  s.type_k = request.type_k;  // every node caches in the requested types
+  s.type_v = request.type_v;
+  s.repack = node.repacks();  // its own kernels', from its features
+  return s;
+}
+
 std::vector<model::StageConfig> node_stages(const model::Model& model, const std::vector<Node>& nodes,
                                            const Request& request, const std::vector<int32_t>& owner) {
   const int32_t n_layer = model.hparams().n_layer;
-  const int32_t n_seq = std::max(1, request.n_seq);
-  std::vector<model::StageConfig> stages(nodes.size());
+  std::vector<model::StageConfig> stages;
   for (size_t n = 0; n < nodes.size(); ++n) {
-    model::StageConfig& s = stages[n];
     const int32_t node = static_cast<int32_t>(n);
-    s.owned.assign(static_cast<size_t>(n_layer), 0);
-    for (int32_t il = 0; il < n_layer; ++il) s.owned[il] = owner[il] == node ? 1 : 0;
-    s.input = node == 0;  // the coordinator embeds the tokens
-    s.output = owner[n_layer] == node;
-    s.mtp = request.mtp && s.output;
-    s.tensors = model::tensors_needed(model, s.owned, s.input, s.output, s.mtp);
-    s.n_seq = n_seq;
-    s.n_ctx_per_seq = std::max(0, request.n_ctx) / n_seq;
-    s.n_batch = std::max(1, request.n_batch);
-    s.n_threads = std::max(1, nodes[n].threads);
-    s.n_checkpoints = std::max(0, request.n_checkpoints);
-    s.cache_ram_bytes = request.cache_ram_bytes;
-    s.type_k = request.type_k;  // every node caches in the requested types
-    s.type_v = request.type_v;
-    s.repack = nodes[n].repacks();  // its own kernels', from its features
+    StageRole role;
+    role.owned.assign(static_cast<size_t>(n_layer), 0);
+    for (int32_t il = 0; il < n_layer; ++il) role.owned[il] = owner[il] == node ? 1 : 0;
+    role.input = node == 0;  // the coordinator embeds the tokens
+    role.output = owner[n_layer] == node;
+    role.mtp = request.mtp && role.output;
+    stages.push_back(make_stage(model, nodes[n], request, std::move(role)));
   }
   return stages;
 }

@@ -83,6 +83,18 @@ Result<Resolution> resolve_layers(const model::Model& model, const std::vector<N
                                   const FlagSplit& flags, const Pins& pins);
 
 // ---- bytes ----
+// What a node does in a stage: the layers it runs, whether it embeds, computes logits or drafts, and
+// its tensor-split slice.
+struct StageRole {
+  std::vector<uint8_t> owned;  // per layer
+  bool input = false;
+  bool output = false;
+  bool mtp = false;
+  model::Shard shard;
+};
+// The one place a stage is filled: the role, the tensors it reads, the request's cache shape and the
+// node's own threads and kernels (repack).
+model::StageConfig make_stage(const model::Model& model, const Node& node, const Request& request, StageRole role);
 // Per node, its stage when layers 0..n_layer are owned per `owner` (the output layer last).
 std::vector<model::StageConfig> node_stages(const model::Model& model, const std::vector<Node>& nodes,
                                            const Request& request, const std::vector<int32_t>& owner);

@@ -176,6 +176,10 @@ struct Plan {
   const std::vector<std::string>& tensors_on(int32_t node) const;
 };
 
+// Refuses sequences, context, batch or checkpoints that no stage could run (model::check_stage's
+// bounds), naming the flag; make_plan checks it first, the engine before it reaches any worker.
+Status check_request(const Request& request);
+
 // Plans `model` over `nodes` (nodes[0] is this machine). Refuses with an error naming the layers, the
 // nodes and the fix when flags contradict each other or a node's total exceeds its limit; the error's
 // code says which refusal it was: kInvalidArgument (bad flags, unknown node, bad regex, -ts count, ...),

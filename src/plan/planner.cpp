@@ -15,10 +15,7 @@ namespace {
 Status validate(const model::Model& model, const std::vector<Node>& nodes, const Request& r) {
   if (nodes.empty()) return make_error("plan: no nodes");
   if (model.hparams().n_layer < 1) return make_error("plan: the model has no layers");
-  if (r.n_seq < 1) return make_error("plan: number of sequences {} must be at least 1", r.n_seq);
-  if (r.n_ctx < 1) return make_error("plan: context size {} must be positive (-c)", r.n_ctx);
-  if (r.n_ctx < r.n_seq) return make_error("plan: context {} is smaller than the number of sequences {}", r.n_ctx, r.n_seq);
-  if (r.n_batch < 1) return make_error("plan: batch size {} must be positive", r.n_batch);
+  STRATA_TRY(check_request(r));
   if (nodes.size() > 4096) return make_error("plan: {} nodes is too many", nodes.size());
   const model::HParams& hp = model.hparams();
   for (const auto& [flag, type, head_dim] : {std::tuple{"-ctk", r.type_k, hp.head_dim_k}, std::tuple{"-ctv", r.type_v, hp.head_dim_v}}) {
@@ -39,6 +36,30 @@ Status validate(const model::Model& model, const std::vector<Node>& nodes, const
   }
   return {};
 }
+
+}  // namespace
+
+Status check_request(const Request& r) {
+  if (r.n_seq < 1 || r.n_seq > model::kMaxStageSeqs) {
+    return make_error("plan: number of sequences {} out of range 1..{} (-np)", r.n_seq, model::kMaxStageSeqs);
+  }
+  if (r.n_ctx < 1) return make_error("plan: context size {} must be positive (-c)", r.n_ctx);
+  if (r.n_ctx < r.n_seq) return make_error("plan: context {} is smaller than the number of sequences {}", r.n_ctx, r.n_seq);
+  if (r.n_ctx / r.n_seq > model::kMaxStageContext) {
+    return make_error("plan: context of {} tokens per sequence is over {} (-c / -np)", r.n_ctx / r.n_seq,
+                      model::kMaxStageContext);
+  }
+  if (r.n_batch < 1 || r.n_batch > model::kMaxStageBatch) {
+    return make_error("plan: batch size {} out of range 1..{} (-b)", r.n_batch, model::kMaxStageBatch);
+  }
+  if (r.n_checkpoints < 0 || r.n_checkpoints > model::kMaxStageCheckpoints) {
+    return make_error("plan: {} state checkpoints per sequence out of range 0..{} (--ctx-checkpoints)", r.n_checkpoints,
+                      model::kMaxStageCheckpoints);
+  }
+  return {};
+}
+
+namespace {
 
 void add_stages_and_transfers(Plan& p, const model::HParams& hp) {
   const int32_t n_layer = hp.n_layer;

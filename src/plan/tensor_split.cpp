@@ -128,26 +128,17 @@ std::vector<model::StageConfig> tensor_stages(const model::Model& model, const s
                                               const Request& request, const Group& g,
                                               const std::vector<model::Shard>& shards) {
   const int32_t n_layer = model.hparams().n_layer;
-  std::vector<model::StageConfig> stages(nodes.size());
+  std::vector<model::StageConfig> stages;
   for (size_t n = 0; n < nodes.size(); ++n) {
-    model::StageConfig& s = stages[n];
     const auto it = std::find(g.members.begin(), g.members.end(), static_cast<int32_t>(n));
     const bool member = it != g.members.end();
-    s.owned.assign(static_cast<size_t>(n_layer), member ? 1 : 0);
-    s.input = n == 0;
-    s.output = member;
-    s.mtp = request.mtp && member && n == 0;  // whole on this machine, which has every row's token and hidden state
-    if (member) s.shard = shards[static_cast<size_t>(it - g.members.begin())];
-    s.tensors = model::tensors_needed(model, s.owned, s.input, s.output, s.mtp);
-    s.n_seq = std::max(1, request.n_seq);
-    s.n_ctx_per_seq = std::max(0, request.n_ctx) / s.n_seq;
-    s.n_batch = std::max(1, request.n_batch);
-    s.n_threads = std::max(1, nodes[n].threads);
-    s.n_checkpoints = std::max(0, request.n_checkpoints);
-    s.cache_ram_bytes = request.cache_ram_bytes;
-    s.type_k = request.type_k;
-    s.type_v = request.type_v;
-    s.repack = nodes[n].repacks();
+    StageRole role;
+    role.owned.assign(static_cast<size_t>(n_layer), member ? 1 : 0);
+    role.input = n == 0;
+    role.output = member;
+    role.mtp = request.mtp && member && n == 0;  // whole on this machine, which has every row's token and hidden state
+    if (member) role.shard = shards[static_cast<size_t>(it - g.members.begin())];
+    stages.push_back(make_stage(model, nodes[n], request, std::move(role)));
   }
   return stages;
 }

@@ -32,7 +32,7 @@ void log_block(const std::string& text) {
 plan::Request plan_request(const EngineOptions& options, const model::HParams& hp) {
   plan::Request request;
   request.split_mode = options.cluster.split_mode;
-  request.n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int32_t>(4096, hp.n_ctx_train);
+  request.n_ctx = options.n_ctx != 0 ? options.n_ctx : std::min<int32_t>(4096, hp.n_ctx_train);  // < 0: refused
   request.n_seq = options.n_seq;
   request.n_batch = options.n_batch;
   request.n_checkpoints = hp.has_recurrent_layers() ? options.n_checkpoints : 0;
@@ -103,13 +103,10 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
     return make_error("{}: tokenizer has {} tokens but token_embd has {} rows", options.model_path,
                       e->vocab_->n_tokens(), hp.n_vocab);
   }
-  if (options.n_seq < 1 || options.n_seq > 256) return make_error("number of sequences {} out of range 1..256", options.n_seq);
-  if (options.n_batch < 1 || options.n_batch > (1 << 16)) return make_error("batch size {} out of range", options.n_batch);
-  if (options.n_ctx < 0) return make_error("context size {} is negative", options.n_ctx);
   e->request_ = plan_request(options, hp);
   const plan::Request& request = e->request_;
+  STRATA_TRY(plan::check_request(request));  // before any worker is reached
   const int32_t n_ctx = request.n_ctx;
-  if (n_ctx < options.n_seq) return make_error("context {} is smaller than the number of sequences {}", n_ctx, options.n_seq);
   if (n_ctx > hp.n_ctx_train) spdlog::warn("context {} exceeds the model's training context {}", n_ctx, hp.n_ctx_train);
   const int32_t n_threads = options.n_threads > 0 ? options.n_threads : hardware_threads();
 

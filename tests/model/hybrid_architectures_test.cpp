@@ -64,9 +64,14 @@ TEST(HybridHparams, synth_writes_the_layer_pattern_experts_and_partial_rotary) {
   EXPECT_EQ(hp.ssm_conv_channels(), 2 * 2 * 16 + 4 * 16);
   EXPECT_FALSE((*m)->architecture().layer_has_kv(hp, 0));
   EXPECT_TRUE((*m)->architecture().layer_has_kv(hp, 3));
-  // Conv state (K-1 rows of 128 channels) + 4 heads of 16 x 16, F32, per sequence.
-  EXPECT_EQ((*m)->architecture().recurrent_state_bytes(hp, 0, 2), 2u * (3 * 128 + 4 * 16 * 16) * 4);
-  EXPECT_EQ((*m)->architecture().recurrent_state_bytes(hp, 3, 2), 0u);
+  // Conv state (K-1 rows of 128 channels) + 4 heads of 16 x 16, F32, per sequence and recurrent layer;
+  // layer 3 (attention) keeps none; checkpoints are the same per copy.
+  const uint64_t per = (3 * 128 + 4 * 16 * 16) * 4;
+  const RecurrentBytes first = recurrent_bytes(hp, {1, 0, 0, 0}, 2, 3);
+  EXPECT_EQ(first.state, 2 * per);
+  EXPECT_EQ(first.checkpoints, 2 * 3 * per);
+  EXPECT_EQ(recurrent_bytes(hp, {0, 0, 0, 1}, 2, 3).state, 0u);
+  EXPECT_EQ(recurrent_bytes(hp, {1, 1, 1, 1}, 2, 0).state, 3 * 2 * per);
 }
 
 TEST(HybridHparams, recurrent_layers_key_overrides_the_interval) {

@@ -144,5 +144,35 @@ TEST(Flags, junk_never_crashes) {
   }
 }
 
+// Shapes no stage could run are refused naming the flag, before any node is reached; the bounds are
+// the stage's own (model::check_stage), so what the plan accepts a worker accepts.
+TEST(Flags, request_shapes_outside_the_stage_bounds_are_refused_naming_the_flag) {
+  const Request ok = [] {
+    Request r;
+    r.n_ctx = 4096;
+    r.n_seq = 4;
+    r.n_batch = 512;
+    r.n_checkpoints = 8;
+    return r;
+  }();
+  EXPECT_TRUE(check_request(ok).ok());
+  const auto refused = [&](auto change, const char* flag) {
+    Request r = ok;
+    change(r);
+    const Status s = check_request(r);
+    ASSERT_FALSE(s.ok()) << flag;
+    EXPECT_NE(s.error().message.find(flag), std::string::npos) << s.error().message;
+  };
+  refused([](Request& r) { r.n_seq = 0; }, "-np");
+  refused([](Request& r) { r.n_seq = model::kMaxStageSeqs + 1; r.n_ctx = 1 << 20; }, "-np");
+  refused([](Request& r) { r.n_ctx = -1; }, "-c");
+  refused([](Request& r) { r.n_ctx = 2; }, "smaller than the number of sequences");
+  refused([](Request& r) { r.n_seq = 1; r.n_ctx = model::kMaxStageContext + 1; }, "-c / -np");
+  refused([](Request& r) { r.n_batch = 0; }, "-b");
+  refused([](Request& r) { r.n_batch = model::kMaxStageBatch + 1; }, "-b");
+  refused([](Request& r) { r.n_checkpoints = -1; }, "--ctx-checkpoints");
+  refused([](Request& r) { r.n_checkpoints = model::kMaxStageCheckpoints + 1; }, "--ctx-checkpoints");
+}
+
 }  // namespace
 }  // namespace strata::plan

@@ -1,6 +1,6 @@
-// The KV cache types in the stage spec: the planner's types reach the worker's StageConfig and its
-// admission bytes; an unknown type, or one whose blocks do not fit the model's heads, is refused
-// with an error naming the field.
+// A stage spec as the worker reads it: the planner's KV cache types reach the worker's StageConfig and
+// its admission bytes; an unknown type, or one whose blocks do not fit the model's heads, is refused
+// naming the field; a shape outside the stage bounds is refused before anything is sized from it.
 #include <gtest/gtest.h>
 
 #include "memory/kv_cache.h"
@@ -100,6 +100,42 @@ TEST(StageSpecCacheTypes, unknown_or_misfitting_types_are_refused_naming_the_fie
   EXPECT_EQ(plan.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(plan.error().message.find("-ctk q4_0"), std::string::npos) << plan.error().message;
   EXPECT_NE(plan.error().message.find("head_dim is 8"), std::string::npos) << plan.error().message;
+}
+
+TEST(StageSpecLimits, shapes_outside_the_stage_bounds_are_refused_naming_what) {
+  STRATA_SHARED_FILE(model, "models/synth/llama-dense-f32.gguf");
+  const Spec s = whole_model("models/synth/llama-dense-f32.gguf", DType::F16, DType::F16);
+  ASSERT_TRUE(s.model);
+  using Set = void (v1::StageSpec::*)(int32_t);
+  const struct {
+    Set set;
+    int32_t value;
+    const char* names;
+  } cases[] = {
+      {&v1::StageSpec::set_n_seq, 0, "sequences"},
+      {&v1::StageSpec::set_n_seq, model::kMaxStageSeqs + 1, "sequences"},
+      {&v1::StageSpec::set_n_ctx_per_seq, 0, "context"},
+      {&v1::StageSpec::set_n_ctx_per_seq, model::kMaxStageContext + 1, "context"},
+      {&v1::StageSpec::set_n_batch, -3, "batch size"},
+      {&v1::StageSpec::set_n_batch, model::kMaxStageBatch + 1, "batch size"},
+      {&v1::StageSpec::set_threads, -1, "threads"},
+      {&v1::StageSpec::set_threads, model::kMaxStageThreads + 1, "threads"},
+      {&v1::StageSpec::set_n_checkpoints, -1, "checkpoints"},
+      {&v1::StageSpec::set_n_checkpoints, model::kMaxStageCheckpoints + 1, "checkpoints"},
+  };
+  for (const auto& c : cases) {
+    v1::StageSpec spec = s.spec;
+    (spec.*c.set)(c.value);
+    auto p = parse_stage(spec, 1);
+    ASSERT_FALSE(p.ok()) << c.names << " " << c.value;
+    EXPECT_NE(p.error().message.find(c.names), std::string::npos) << p.error().message;
+    EXPECT_NE(p.error().message.find("out of range"), std::string::npos) << p.error().message;
+  }
+  v1::StageSpec own_threads = s.spec;  // 0 threads: the worker's own count
+  own_threads.set_threads(0);
+  auto p = parse_stage(own_threads, 7);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->config.n_threads, 7);
 }
 
 }  // namespace
