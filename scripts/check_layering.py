@@ -3,7 +3,8 @@
 (the order of CMakeLists.txt); nothing under src/runtime/ reaches generated protobuf, gRPC or the
 gRPC client (net/remote_node.h), directly or through the headers it includes, and none of its code
 names the transport (an include of net/ or a net:: name outside comments): it gets its transport
-through exec::Transport."""
+through exec::Transport. Tests follow the same rule: tests/<m>/ links (tests/CMakeLists.txt) and
+includes only module m and the modules below it."""
 import pathlib
 import re
 import sys
@@ -49,6 +50,29 @@ for path in sorted(src.rglob("*.[ch]*")):
         for inc in transitive(path, set()):
             if any(inc.startswith(f) or inc.endswith(f) for f in forbidden_in_runtime):
                 errors.append(f"{path.relative_to(root)}: reaches {inc} (the runtime must not see the transport)")
+# Test helpers in tests/testing/ that stand for a module: their users must be at or above it.
+helper_module = {"testing/cluster.h": "runtime", "testing/synth_models.h": "tools"}
+library_module = {"strata_testing_cluster": "runtime"}
+tests = root / "tests"
+cmake = (tests / "CMakeLists.txt").read_text()
+links = {}
+for m, libs in re.findall(r"set\(STRATA_TEST_LIBS_(\w+) ([^)]*)\)", cmake):
+    links.setdefault(m, []).extend(libs.split())
+for m, libs in re.findall(r"target_link_libraries\((\w+)_tests PRIVATE ([^)]*)\)", cmake):
+    links.setdefault(m, []).extend(libs.split())
+for m, libs in sorted(links.items()):
+    for lib in libs:
+        target = library_module.get(lib, lib.removeprefix("strata_") if lib.startswith("strata_") else None)
+        if m in rank and target in rank and rank[target] > rank[m]:
+            errors.append(f"tests/CMakeLists.txt: {m}_tests links {lib} ({target} is above {m})")
+for path in sorted(tests.glob("*/*.[ch]*")):
+    m = path.relative_to(tests).parts[0]
+    if m not in rank:
+        continue
+    for inc in re.findall(r'^\s*#\s*include\s*"([^"]+)"', path.read_text(), re.M):
+        target = helper_module.get(inc, inc.split("/")[0])
+        if target in rank and rank[target] > rank[m]:
+            errors.append(f"{path.relative_to(root)}: includes {inc} ({target} is above {m})")
 for e in errors:
     print(e)
 print(f"layering: {len(errors)} problem(s) in {len(order) + 1} modules")

@@ -4,13 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model_test_util.h"
+#include "engine_test_util.h"
 #include "testing/shared_data.h"
 
 namespace strata::model {
 namespace {
 
-using namespace strata::model::testing;
+using namespace strata::testing;
 
 constexpr int32_t kVocab = 512;
 

@@ -8,13 +8,13 @@
 
 #include "model/model.h"
 #include "model/stage_layout.h"
-#include "model_test_util.h"
+#include "engine_test_util.h"
 #include "testing/shared_data.h"
 
 namespace strata::model {
 namespace {
 
-using namespace strata::model::testing;
+using namespace strata::testing;
 
 // Removes the generated models when the test program ends.
 class ScratchCleanup : public ::testing::Environment {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "gguf/gguf.h"
-#include "model/model_test_util.h"
+#include "engine_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "testing/golden.h"
@@ -25,7 +25,7 @@ void check_quantization(QuantType type, const std::string& stem, bool check_logi
                         const std::string& source = "models/synth/llama-dense-f32.gguf") {
   STRATA_SHARED_FILE(src, source);
   STRATA_SHARED_FILE(ref_path, "models/synth/" + stem + ".gguf");
-  const std::string out = (model::testing::scratch_dir() / (stem + "-strata.gguf")).string();
+  const std::string out = (strata::testing::scratch_dir() / (stem + "-strata.gguf")).string();
   auto status = quantize_model(src, out, type, 2);
   ASSERT_TRUE(status.ok()) << status.error().message;
 
@@ -109,7 +109,7 @@ TEST(Quantize, TypeNames) {
 
 TEST(Quantize, RejectsQuantizedInputNamingTheTensor) {
   STRATA_SHARED_FILE(src, "models/synth/llama-dense-q8_0.gguf");
-  const std::string out = (model::testing::scratch_dir() / "rejected.gguf").string();
+  const std::string out = (strata::testing::scratch_dir() / "rejected.gguf").string();
   auto status = quantize_model(src, out, QuantType::Q4_K_M, 2);
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.error().message.find("tensor 'output.weight'"), std::string::npos) << status.error().message;
@@ -121,7 +121,7 @@ TEST(Quantize, OutputDoesNotDependOnTheThreadCount) {
   std::vector<std::string> files;
   for (int32_t threads : {1, 3}) {
     const std::string out =
-        (model::testing::scratch_dir() / ("threads-" + std::to_string(threads) + ".gguf")).string();
+        (strata::testing::scratch_dir() / ("threads-" + std::to_string(threads) + ".gguf")).string();
     size_t reported = 0;
     auto status = quantize_model(src, out, QuantType::Q4_K_M, threads, [&](const QuantizeProgress& p) {
       EXPECT_EQ(p.index, ++reported);

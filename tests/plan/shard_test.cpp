@@ -200,21 +200,6 @@ TEST(Shard, steps_follow_the_block_sizes_and_the_weights) {
   EXPECT_TRUE((*s4)[0].kv_heads.size() == 0 || (*s4)[1].kv_heads.size() == 0);
 }
 
-// Small buffers come from the heap 64-byte aligned; large ones are 2 MiB-aligned mappings of whole
-// huge pages (for the kernel to back with them); both hold what is written and free cleanly.
-TEST(AlignedBuffer, small_ones_are_64_byte_aligned_large_ones_start_on_a_huge_page) {
-  for (size_t bytes : {size_t{1}, size_t{4096}, kHugePage - 1, kHugePage, kHugePage + 1, 5 * kHugePage + 123}) {
-    AlignedBuffer b = aligned_buffer(bytes);
-    const auto at = reinterpret_cast<uintptr_t>(b.get());
-    EXPECT_EQ(at % 64, 0u) << bytes;
-    EXPECT_EQ(at % kHugePage == 0, bytes >= kHugePage) << bytes;
-    EXPECT_EQ(b.get_deleter().mapped, bytes >= kHugePage ? (bytes + kHugePage - 1) / kHugePage * kHugePage : 0) << bytes;
-    b[bytes - 1] = 2, b[0] = 1;
-    EXPECT_EQ(b[0], 1);
-    EXPECT_EQ(b[bytes - 1], bytes == 1 ? 1 : 2);
-  }
-}
-
 TEST(Shard, fused_delta_net_projections_are_refused_by_name) {
   STRATA_SHARED_FILE(path, "models/synth/qwen3next-f32.gguf");
   auto m = Model::open(path);

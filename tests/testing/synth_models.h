@@ -1,21 +1,18 @@
-// Helpers for the model tests: small synthetic models in a temporary folder, rewritten copies of
-// GGUF files (keys or tensors swapped), and engines over them.
+// Small synthetic models in a temporary folder and rewritten copies of GGUF files (keys or tensors
+// swapped), for the tests of the modules from tools up (the executable links strata_tools).
 #pragma once
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "gguf/gguf.h"
-#include "runtime/engine.h"
-#include "runtime/generate.h"
 #include "tools/synth.h"
 
-namespace strata::model::testing {
+namespace strata::testing {
 
 // A per-process scratch folder for generated models.
 inline std::filesystem::path scratch_dir() {
@@ -96,38 +93,4 @@ inline std::string rewrite(const std::string& in, const std::string& file, const
   return path;
 }
 
-inline std::unique_ptr<runtime::Engine> open_engine(const std::string& path, int32_t threads, int32_t n_batch,
-                                                    int32_t n_seq = 1, int32_t n_ctx_per_seq = 256) {
-  runtime::EngineOptions o;
-  o.model_path = path;
-  o.n_ctx = n_ctx_per_seq * n_seq;
-  o.n_threads = threads;
-  o.n_seq = n_seq;
-  o.n_batch = n_batch;
-  auto e = runtime::Engine::load(o);
-  EXPECT_TRUE(e.ok()) << e.error().message;
-  return e.ok() ? std::move(*e) : nullptr;
-}
-
-// Logits of every position of `tokens` on sequence 0.
-inline std::vector<float> prompt_logits(runtime::Engine& e, const std::vector<int32_t>& tokens) {
-  auto logits = runtime::evaluate_prompt(e, 0, tokens, true);
-  EXPECT_TRUE(logits.ok()) << logits.error().message;
-  return logits.ok() ? std::move(*logits) : std::vector<float>{};
-}
-
-inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(double{a[i]} - b[i]));
-  return m;
-}
-
-inline bool all_finite(const std::vector<float>& v) {
-  for (float x : v) {
-    if (!std::isfinite(x)) return false;
-  }
-  return !v.empty();
-}
-
-}  // namespace strata::model::testing
+}  // namespace strata::testing
