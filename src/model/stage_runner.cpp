@@ -40,7 +40,7 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
   STRATA_TRY(check_tensors_listed(*r->model_, config));
   STRATA_TRY(check_shard(*r->model_, config.shard));
   STRATA_ASSIGN(r->weights_, r->model_->bind(config.tensors));
-  r->layer_hp_ = shard_hparams(hp, config.shard);
+  r->shard_hp_ = shard_hparams(hp, config.shard);
   r->mtp_global_ = r->weights_.global;  // the file's views, unsliced
   slice_weights(r->weights_, *r->model_, config.shard, config.owned, config.input, r->sliced_);
   r->pool_ = std::make_unique<tensor::ThreadPool>(config.n_threads);
@@ -48,7 +48,7 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(std::shared_ptr<const M
   const memory::KvConfig kv = kv_config(hp, r->model_->architecture(), config);
   STRATA_ASSIGN(r->kv_, memory::KvCache::create(kv));
   if (hp.has_recurrent_layers()) {
-    memory::RecurrentConfig rc = recurrent_config(r->layer_hp_, config.owned, config.n_seq);
+    memory::RecurrentConfig rc = recurrent_config(r->shard_hp_, config.owned, config.n_seq);
     rc.n_checkpoints = config.n_checkpoints;
     STRATA_ASSIGN(r->recurrent_, memory::RecurrentState::create(rc));
   }
@@ -200,7 +200,7 @@ Status StageRunner::run_layers(const Batch& batch, int32_t first, int32_t end, f
   for (int32_t il = first; il < end; ++il) {
     if (!config_.owned[il]) return make_error("layer {} is not owned by this node", il);
   }
-  LayerContext ctx{layer_hp_, weights_.global, *pool_, batch, kv_, recurrent_ ? &*recurrent_ : nullptr, scratch_,
+  LayerContext ctx{shard_hp_, weights_.global, *pool_, batch, kv_, recurrent_ ? &*recurrent_ : nullptr, scratch_,
                    collective_};
   if (collective_) {
     warmer_.begin_batch();

@@ -95,7 +95,7 @@ class StageRunner {
 
   std::shared_ptr<const Model> model_;
   StageConfig config_;
-  HParams layer_hp_;  // what the layers run with: the shard's heads and FFN width under a tensor split
+  HParams shard_hp_;  // what the layers run with: the shard's heads and FFN width under a tensor split
   Weights weights_;
   uint64_t weight_bytes_ = 0;
   memory::KvCache kv_;
