@@ -497,88 +497,103 @@ class Parser {
     return node;
   }
 
+  // A primary expression, by its first token. No nesting guard here: parse_unary above and the
+  // expressions inside keep the limit.
   Result<ExprPtr> parse_primary() {
     const Token& t = peek();
-    if (t.kind == Tok::Name) {
-      next();
-      auto e = make_expr(ExprKind::Literal, t);
-      if (t.text == "true" || t.text == "True") {
-        e->literal = Value::boolean(true);
-      } else if (t.text == "false" || t.text == "False") {
-        e->literal = Value::boolean(false);
-      } else if (t.text == "none" || t.text == "None") {
-        e->literal = Value::none();
-      } else {
-        e->kind = ExprKind::Name;
-        e->name = t.text;
-      }
-      return e;
+    if (t.kind == Tok::Name) return parse_name_or_constant();
+    if (t.kind == Tok::String) return parse_string_literal();
+    if (t.kind == Tok::Int || t.kind == Tok::Float) return parse_number_literal();
+    if (at_op("(")) return parse_parenthesized();
+    if (at_op("[")) return parse_list_literal();
+    if (at_op("{")) return parse_dict_literal();
+    return unexpected("an expression");
+  }
+
+  // true/True, false/False and none/None are constants; any other name is a variable.
+  Result<ExprPtr> parse_name_or_constant() {
+    const Token& t = next();
+    auto e = make_expr(ExprKind::Literal, t);
+    if (t.text == "true" || t.text == "True") {
+      e->literal = Value::boolean(true);
+    } else if (t.text == "false" || t.text == "False") {
+      e->literal = Value::boolean(false);
+    } else if (t.text == "none" || t.text == "None") {
+      e->literal = Value::none();
+    } else {
+      e->kind = ExprKind::Name;
+      e->name = t.text;
     }
-    if (t.kind == Tok::String) {
-      auto e = make_expr(ExprKind::Literal, t);
-      std::string s;
-      while (peek().kind == Tok::String) s += next().text;  // adjacent literals concatenate
-      e->literal = Value::string(std::move(s));
-      return e;
-    }
-    if (t.kind == Tok::Int || t.kind == Tok::Float) {
+    return e;
+  }
+
+  Result<ExprPtr> parse_string_literal() {
+    auto e = make_expr(ExprKind::Literal, peek());
+    std::string s;
+    while (peek().kind == Tok::String) s += next().text;  // adjacent literals concatenate
+    e->literal = Value::string(std::move(s));
+    return e;
+  }
+
+  Result<ExprPtr> parse_number_literal() {
+    const Token& t = next();
+    auto e = make_expr(ExprKind::Literal, t);
+    e->literal = t.kind == Tok::Int ? Value::integer(t.ival) : Value::number(t.fval);
+    return e;
+  }
+
+  // (expr), or a tuple: () or (a,) or (a, b, ...).
+  Result<ExprPtr> parse_parenthesized() {
+    const Token& open = next();
+    if (at_op(")")) {
       next();
-      auto e = make_expr(ExprKind::Literal, t);
-      e->literal = t.kind == Tok::Int ? Value::integer(t.ival) : Value::number(t.fval);
-      return e;
+      auto empty = make_expr(ExprKind::ListLit, open);  // ()
+      empty->tuple = true;
+      return empty;
     }
-    if (at_op("(")) {
-      next();
-      if (at_op(")")) {
+    STRATA_ASSIGN(auto inner, parse_expression());
+    if (at_op(",")) {  // a tuple
+      auto list = make_expr(ExprKind::ListLit, open);
+      list->tuple = true;
+      list->args.push_back(std::move(inner));
+      while (at_op(",")) {
         next();
-        auto empty = make_expr(ExprKind::ListLit, t);  // ()
-        empty->tuple = true;
-        return empty;
-      }
-      STRATA_ASSIGN(auto inner, parse_expression());
-      if (at_op(",")) {  // a tuple
-        auto list = make_expr(ExprKind::ListLit, t);
-        list->tuple = true;
-        list->args.push_back(std::move(inner));
-        while (at_op(",")) {
-          next();
-          if (at_op(")")) break;
-          STRATA_ASSIGN(auto item, parse_expression());
-          list->args.push_back(std::move(item));
-        }
-        inner = std::move(list);
-      }
-      STRATA_TRY(expect_op(")"));
-      return inner;
-    }
-    if (at_op("[")) {
-      next();
-      auto list = make_expr(ExprKind::ListLit, t);
-      while (!at_op("]")) {
+        if (at_op(")")) break;
         STRATA_ASSIGN(auto item, parse_expression());
         list->args.push_back(std::move(item));
-        if (!at_op(",")) break;
-        next();
       }
-      STRATA_TRY(expect_op("]"));
-      return list;
+      inner = std::move(list);
     }
-    if (at_op("{")) {
+    STRATA_TRY(expect_op(")"));
+    return inner;
+  }
+
+  Result<ExprPtr> parse_list_literal() {
+    auto list = make_expr(ExprKind::ListLit, next());  // [
+    while (!at_op("]")) {
+      STRATA_ASSIGN(auto item, parse_expression());
+      list->args.push_back(std::move(item));
+      if (!at_op(",")) break;
       next();
-      auto dict = make_expr(ExprKind::DictLit, t);
-      while (!at_op("}")) {
-        STRATA_ASSIGN(auto key, parse_expression());
-        STRATA_TRY(expect_op(":"));
-        STRATA_ASSIGN(auto value, parse_expression());
-        dict->args.push_back(std::move(key));
-        dict->args.push_back(std::move(value));
-        if (!at_op(",")) break;
-        next();
-      }
-      STRATA_TRY(expect_op("}"));
-      return dict;
     }
-    return unexpected("an expression");
+    STRATA_TRY(expect_op("]"));
+    return list;
+  }
+
+  // Keys and values alternate in args.
+  Result<ExprPtr> parse_dict_literal() {
+    auto dict = make_expr(ExprKind::DictLit, next());  // {
+    while (!at_op("}")) {
+      STRATA_ASSIGN(auto key, parse_expression());
+      STRATA_TRY(expect_op(":"));
+      STRATA_ASSIGN(auto value, parse_expression());
+      dict->args.push_back(std::move(key));
+      dict->args.push_back(std::move(value));
+      if (!at_op(",")) break;
+      next();
+    }
+    STRATA_TRY(expect_op("}"));
+    return dict;
   }
 
   Result<ExprPtr> parse_postfix(ExprPtr node) {

@@ -60,49 +60,68 @@ Result<model::Shard> parse_shard(const v1::ShardSpec& s, const model::HParams& h
   return shard;
 }
 
-}  // namespace
-
-const model::SliceBytes& ParsedStage::slice_of(const std::string& name) const {
-  static const model::SliceBytes kWhole;
-  auto it = slices.find(name);
-  return it == slices.end() ? kWhole : it->second;
-}
-
-Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threads) {
-  ParsedStage p;
+// The stage's identity: the session it belongs to and the model's hash.
+Status parse_identity(const v1::StageSpec& spec, ParsedStage& p) {
   if (spec.session().empty() || spec.session().size() > 128) return make_error("session id must be 1..128 bytes");
   p.session = spec.session();
   if (!is_hex_sha256(spec.model_sha256())) return make_error("model_sha256 must be 64 lowercase hex digits");
   p.model_sha256 = spec.model_sha256();
-  if (spec.metadata().size() > kMaxMetadataBytes) {
-    return make_error("metadata of {} bytes is too large (at most {})", spec.metadata().size(), kMaxMetadataBytes);
+  return ok_status();
+}
+
+// The model's GGUF metadata, its size bounded before it is copied and parsed.
+Result<std::shared_ptr<const gguf::File>> parse_metadata(const std::string& metadata) {
+  if (metadata.size() > kMaxMetadataBytes) {
+    return make_error("metadata of {} bytes is too large (at most {})", metadata.size(), kMaxMetadataBytes);
   }
-  const auto* bytes = reinterpret_cast<const uint8_t*>(spec.metadata().data());
-  STRATA_ASSIGN(p.metadata, gguf::File::from_bytes({bytes, spec.metadata().size()}, "metadata from coordinator"));
+  const auto* bytes = reinterpret_cast<const uint8_t*>(metadata.data());
+  return gguf::File::from_bytes({bytes, metadata.size()}, "metadata from coordinator");
+}
+
+// Every tensor of the model (into `all_tensors`, in the spec's order), by name; the count is bounded
+// before any is converted, and no name may appear twice.
+Result<std::map<std::string, gguf::TensorInfo>> parse_model_tensors(const v1::StageSpec& spec,
+                                                                    std::vector<gguf::TensorInfo>& all_tensors) {
   if (spec.all_tensors_size() > kMaxTensors) return make_error("{} tensors is too many", spec.all_tensors_size());
   std::map<std::string, gguf::TensorInfo> by_name;
   for (const v1::TensorSpec& t : spec.all_tensors()) {
     STRATA_ASSIGN(gguf::TensorInfo info, from_proto(t));
     if (!by_name.emplace(info.name, info).second) return make_error("tensor '{}' listed twice", info.name);
-    p.all_tensors.push_back(std::move(info));
+    all_tensors.push_back(std::move(info));
   }
+  return by_name;
+}
+
+// The tensors this stage holds: each a tensor of the model, each once (also listed in config.tensors).
+Status parse_stage_tensors(const v1::StageSpec& spec, const std::map<std::string, gguf::TensorInfo>& by_name,
+                           ParsedStage& p) {
   for (const std::string& name : spec.stage_tensors()) {
     auto it = by_name.find(name);
     if (it == by_name.end()) return make_error("stage tensor '{}' is not a tensor of the model", name);
     if (!p.stage_tensors.emplace(name, it->second).second) return make_error("stage tensor '{}' listed twice", name);
     p.config.tensors.push_back(name);
   }
+  return ok_status();
+}
+
+// The only endpoints this stage may forward hidden states to, each one host:port.
+Result<std::set<std::string>> parse_forward_targets(const v1::StageSpec& spec) {
   if (spec.forward_to_size() > kMaxForwardTargets) return make_error("{} forward targets is too many", spec.forward_to_size());
+  std::set<std::string> targets;
   for (const std::string& endpoint : spec.forward_to()) {
     auto parsed = plan::parse_rpc_list(endpoint);
     if (endpoint.size() > 255 || !parsed.ok() || parsed->size() != 1) {
       return make_error("forward target '{}' is not a host:port", endpoint.substr(0, 64));
     }
-    p.forward_to.insert(endpoint);
+    targets.insert(endpoint);
   }
-  const auto embd = by_name.find(std::string(gguf::names::tensor::kTokenEmbd));
-  STRATA_ASSIGN(model::HParams hp, model::load_hparams(*p.metadata, embd == by_name.end() ? nullptr : &embd->second));
-  model::StageConfig& c = p.config;
+  return targets;
+}
+
+// The layers, batch and context the plan gave this stage, then model::check_stage on them: nothing is
+// sized from them before that check.
+Status fill_stage_shape(const v1::StageSpec& spec, const model::HParams& hp, int32_t default_threads,
+                        model::StageConfig& c) {
   c.owned.assign(hp.n_layer, 0);
   for (int32_t il : spec.owned_layers()) {
     if (il < 0 || il >= hp.n_layer) return make_error("owned layer {} out of range [0, {})", il, hp.n_layer);
@@ -116,22 +135,34 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
   c.n_ctx_per_seq = spec.n_ctx_per_seq();
   c.n_batch = spec.n_batch();
   c.n_threads = spec.threads() == 0 ? std::max(1, default_threads) : spec.threads();  // 0: the worker's own
-  STRATA_TRY(model::check_stage(c, hp));  // before anything is sized from it
+  return model::check_stage(c, hp);
+}
+
+// The host prompt cache's cap and the KV cache's types.
+Status fill_cache_settings(const v1::StageSpec& spec, const model::HParams& hp, model::StageConfig& c) {
   // The host prompt cache is a cap, not a reservation: this worker never holds more than a quarter of
   // the memory it has free when the stage arrives, whatever the coordinator asks.
   c.cache_ram_bytes = std::min<uint64_t>(spec.cache_ram_bytes(), read_memory_facts().available / 4);
   STRATA_ASSIGN(c.type_k, spec_cache_type("cache_type_k", spec.cache_type_k(), hp.head_dim_k));
   STRATA_ASSIGN(c.type_v, spec_cache_type("cache_type_v", spec.cache_type_v(), hp.head_dim_v));
-  const model::Architecture* arch = model::find_architecture(hp.arch);
-  if (!arch) return make_error("architecture '{}' is not supported by this worker", hp.arch);
-  if (spec.has_shard() && spec.shard().count() > 1) {
-    STRATA_ASSIGN(c.shard, parse_shard(spec.shard(), hp));
-    if (spec.mesh_secret().size() != 32) return make_error("mesh_secret must be 32 bytes");
-    p.mesh_secret = spec.mesh_secret();
-  }
-  // What the worker will hold of each tensor (a tensor-split member: its slice), by its declaration.
+  return ok_status();
+}
+
+// Tensor split (a shard of more than one member): this member's ranges and the load's link secret.
+Status parse_tensor_split(const v1::StageSpec& spec, const model::HParams& hp, ParsedStage& p) {
+  if (!spec.has_shard() || spec.shard().count() <= 1) return ok_status();
+  STRATA_ASSIGN(p.config.shard, parse_shard(spec.shard(), hp));
+  if (spec.mesh_secret().size() != 32) return make_error("mesh_secret must be 32 bytes");
+  p.mesh_secret = spec.mesh_secret();
+  return ok_status();
+}
+
+// What the worker will hold of each stage tensor (a tensor-split member: its slice), by its
+// declaration; records the partial slices in p.slices.
+uint64_t held_weight_bytes(const model::Architecture& arch, const model::HParams& hp, ParsedStage& p) {
+  const model::StageConfig& c = p.config;
   std::map<std::string, model::TensorDecl> decls;
-  for (model::TensorDecl& d : arch->declare(hp)) decls.emplace(d.name, std::move(d));
+  for (model::TensorDecl& d : arch.declare(hp)) decls.emplace(d.name, std::move(d));
   uint64_t weight_bytes = 0;
   for (const auto& [name, info] : p.stage_tensors) {
     auto d = decls.find(name);
@@ -143,7 +174,33 @@ Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threa
     weight_bytes = sat_add(weight_bytes, model::held_slice_bytes(info, slice, c.repack));
     if (!slice.whole) p.slices.emplace(name, std::move(slice));
   }
-  p.bytes = model::stage_bytes(hp, *arch, c, weight_bytes);
+  return weight_bytes;
+}
+
+}  // namespace
+
+const model::SliceBytes& ParsedStage::slice_of(const std::string& name) const {
+  static const model::SliceBytes kWhole;
+  auto it = slices.find(name);
+  return it == slices.end() ? kWhole : it->second;
+}
+
+Result<ParsedStage> parse_stage(const v1::StageSpec& spec, int32_t default_threads) {
+  ParsedStage p;
+  STRATA_TRY(parse_identity(spec, p));
+  STRATA_ASSIGN(p.metadata, parse_metadata(spec.metadata()));
+  STRATA_ASSIGN(const auto by_name, parse_model_tensors(spec, p.all_tensors));
+  STRATA_TRY(parse_stage_tensors(spec, by_name, p));
+  STRATA_ASSIGN(p.forward_to, parse_forward_targets(spec));
+  const auto embd = by_name.find(std::string(gguf::names::tensor::kTokenEmbd));
+  STRATA_ASSIGN(model::HParams hp, model::load_hparams(*p.metadata, embd == by_name.end() ? nullptr : &embd->second));
+  STRATA_TRY(fill_stage_shape(spec, hp, default_threads, p.config));  // checked before anything is sized from it
+  STRATA_TRY(fill_cache_settings(spec, hp, p.config));
+  const model::Architecture* arch = model::find_architecture(hp.arch);
+  if (!arch) return make_error("architecture '{}' is not supported by this worker", hp.arch);
+  STRATA_TRY(parse_tensor_split(spec, hp, p));
+  const uint64_t weight_bytes = held_weight_bytes(*arch, hp, p);
+  p.bytes = model::stage_bytes(hp, *arch, p.config, weight_bytes);
   return p;
 }
 
