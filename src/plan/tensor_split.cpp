@@ -143,8 +143,6 @@ std::vector<model::StageConfig> tensor_stages(const model::Model& model, const s
   return stages;
 }
 
-// Per token: the embeddings out to every worker member, two sums per layer between every two
-// members, and each worker member's logits (its vocabulary rows) back.
 // Whole experts dealt to the members in proportion to their rows of each expert, and a token's k
 // experts picked uniformly at random: the expected count the busiest member runs (a multivariate
 // hypergeometric, enumerated; k is small). A row split runs k x (its share) on every member.
@@ -192,6 +190,8 @@ std::string expert_split_why(const model::HParams& hp, const std::vector<model::
                      busiest, hp.n_expert_used, ratio, busiest_rows);
 }
 
+// Per token: the embeddings out to every worker member, two sums per layer between every two
+// members, and each worker member's logits (its vocabulary rows) back.
 void add_exchanges(Plan& p, const model::HParams& hp) {
   const uint64_t row = uint64_t(hp.n_embd) * sizeof(float);
   const std::vector<int32_t>& m = p.tensor_group;
