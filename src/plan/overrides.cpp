@@ -127,6 +127,178 @@ std::string rules_phrase(const Moved& m, const Pins& pins) {
   return detail::rules_phrase(rules);
 }
 
+// Per layer 0..n_layer (n_layer = the output layer), its tensors' indices in model.tensors().
+std::vector<std::vector<size_t>> tensors_by_layer(const model::Model& model) {
+  const int32_t n_layer = model.hparams().n_layer;
+  const auto& tensors = model.tensors();
+  std::vector<std::vector<size_t>> by_layer(static_cast<size_t>(n_layer) + 1);
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const int layer = tensors[t].decl.layer;
+    // MTP blocks follow the output head wherever it goes: a pin on them cannot split it.
+    if (layer >= 0 && !tensors[t].decl.mtp) by_layer[std::min(layer, n_layer)].push_back(t);
+  }
+  return by_layer;
+}
+
+// One layer's tensors and where each goes: its pin, else the node the flags gave the layer.
+struct LayerTensors {
+  std::vector<Placed> placed;
+  std::set<int32_t> nodes;  // every node its tensors land on
+  std::set<int32_t> rules;  // the rules that pinned any of them
+  bool any_pin = false;
+  bool any_free = false;  // a tensor no rule pinned
+  int32_t pin_node = -1;  // the first pinned tensor's node
+};
+
+LayerTensors place_layer_tensors(const std::vector<size_t>& layer_tensors, int32_t flag_owner, const FlagSplit& flags,
+                                 const Pins& pins) {
+  LayerTensors lt;
+  for (size_t t : layer_tensors) {
+    if (pins.node[t] >= 0) {
+      lt.any_pin = true;
+      if (lt.pin_node < 0) lt.pin_node = pins.node[t];
+      lt.rules.insert(pins.rule[t]);
+      lt.placed.push_back({t, pins.node[t], fmt::format("-ot rule '{}'", pins.rule_text[pins.rule[t]])});
+      lt.nodes.insert(pins.node[t]);
+    } else {
+      lt.any_free = true;
+      lt.placed.push_back({t, flag_owner, flags.flag_text});
+      lt.nodes.insert(flag_owner);
+    }
+  }
+  return lt;
+}
+
+void record_move(std::vector<Moved>& moved, int32_t to, int32_t from, const std::set<int32_t>& rules, int32_t il) {
+  auto it = std::find_if(moved.begin(), moved.end(),
+                         [&](const Moved& m) { return m.to == to && m.from == from && m.rules == rules; });
+  if (it == moved.end()) {
+    moved.push_back({to, from, rules, {}});
+    it = moved.end() - 1;
+  }
+  it->layers.push_back(il);
+}
+
+// What the pins did to the layers: the moves of whole layers, and the layers they would split.
+struct LayerPins {
+  std::vector<Moved> moved;
+  std::vector<int32_t> split_layers;
+  std::string first_split;  // the message for the first split layer
+};
+
+// Gives each layer wholly pinned to one node that node in `owner` (the flags' owners).
+LayerPins apply_pins_to_layers(const model::Model& model, const std::vector<Node>& nodes, const FlagSplit& flags,
+                               const Pins& pins, std::vector<int32_t>& owner) {
+  const int32_t n_layer = model.hparams().n_layer;
+  const std::vector<std::vector<size_t>> by_layer = tensors_by_layer(model);
+  LayerPins lp;
+  for (int32_t il = 0; il <= n_layer; ++il) {
+    // After the last layer's pins, so the output follows where the last layer ended up.
+    if (il == n_layer && flags.output_follows_last) owner[n_layer] = owner[n_layer - 1];
+    const int32_t flag_owner = owner[il];
+    const LayerTensors lt = place_layer_tensors(by_layer[il], flag_owner, flags, pins);
+    if (!lt.any_pin) continue;
+    if (lt.nodes.size() > 1) {
+      lp.split_layers.push_back(il);
+      if (lp.first_split.empty()) lp.first_split = split_message(model, nodes, il, lt.placed, lt.pin_node);
+      continue;
+    }
+    const int32_t pinned_owner = *lt.nodes.begin();
+    if (!lt.any_free && pinned_owner != flag_owner) record_move(lp.moved, pinned_owner, flag_owner, lt.rules, il);
+    owner[il] = pinned_owner;
+  }
+  return lp;
+}
+
+// The first split layer in full, the others named.
+Error split_layers_error(const LayerPins& lp, int32_t n_layer) {
+  std::string more;
+  if (lp.split_layers.size() > 1) {
+    std::vector<int32_t> rest(lp.split_layers.begin() + 1, lp.split_layers.end());
+    const bool output = rest.back() >= n_layer;
+    if (output) rest.pop_back();
+    std::string what = rest.empty() ? "" : layers_phrase(rest);
+    if (output) what += what.empty() ? "the output layer" : " and the output layer";
+    more = fmt::format(" (the same holds for {})", what);
+  }
+  return make_error(ErrorCode::kSplitLayer, "plan: {}{}", lp.first_split, more);
+}
+
+// Whether `node` reads tensor `name` anyway when the layers are owned per `owner`.
+bool node_reads_tensor(const model::Model& model, const std::vector<int32_t>& owner, int32_t node,
+                       const std::string& name) {
+  const int32_t n_layer = model.hparams().n_layer;
+  std::vector<uint8_t> owned(static_cast<size_t>(n_layer), 0);
+  for (int32_t il = 0; il < n_layer; ++il) owned[il] = owner[il] == node ? 1 : 0;
+  const auto needed = model::tensors_needed(model, owned, false, owner[n_layer] == node);
+  return std::find(needed.begin(), needed.end(), name) != needed.end();
+}
+
+// The input (token embeddings) always stays on the coordinator: a pin of an input tensor elsewhere is
+// ignored with a warning, or refused under --strict-placement.
+Status check_input_pins(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
+                        const Pins& pins, const std::vector<int32_t>& owner, std::vector<std::string>& warnings) {
+  const auto& tensors = model.tensors();
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (tensors[t].decl.layer >= 0 || pins.node[t] <= 0) continue;
+    const std::string& name = tensors[t].decl.name;
+    // A pin to a node that reads the tensor anyway (a tied head, rope factors) changes nothing.
+    if (node_reads_tensor(model, owner, pins.node[t], name)) continue;
+    const std::string msg = fmt::format(
+        "-ot rule '{}' pins {} to {}, but input tensors stay on {} (the coordinator embeds the tokens)",
+        pins.rule_text[pins.rule[t]], name, node_label(nodes, pins.node[t]), node_label(nodes, 0));
+    if (request.strict_placement) {
+      return make_error(ErrorCode::kPlacementRefused,
+                        "plan: --strict-placement: {}; drop that pin (e.g. put '{}=local' first)", msg,
+                        name == gguf::names::tensor::kTokenEmbd ? "token_embd" : "rope_freqs");
+    }
+    warnings.push_back(msg + "; the pin is ignored");
+  }
+  return {};
+}
+
+Decision pins_agree_decision(const FlagSplit& flags) {
+  Decision d;
+  d.kind = Decision::Kind::kPinsAgree;
+  d.flags = flags.flag_text;
+  return d;
+}
+
+// --strict-placement and pins that moved layers away from where -ts/-ngl put them.
+Error strict_placement_error(const std::vector<Node>& nodes, const FlagSplit& flags, const Pins& pins,
+                             const std::vector<Moved>& moved, const std::string& agree, int32_t n_layer) {
+  std::string conflicts;
+  for (const Moved& m : moved) {
+    conflicts += fmt::format("{}-ot {} pins {} to {}, but {} puts {} on {}", conflicts.empty() ? "" : "; ",
+                             rules_phrase(m, pins), moved_layers(m, n_layer), node_label(nodes, m.to), flags.flag_text,
+                             m.layers.size() == 1 ? "it" : "them", node_label(nodes, m.from));
+  }
+  return make_error(ErrorCode::kPlacementRefused,
+                    "plan: --strict-placement: {}. Make the flags agree, e.g. {}, or drop --strict-placement to let "
+                    "-ot decide",
+                    conflicts, agree);
+}
+
+// A decision per move, then where every layer ended up.
+void add_pin_move_decisions(const FlagSplit& flags, const Pins& pins, const std::vector<Moved>& moved,
+                            const std::string& agree, Resolution& res) {
+  for (const Moved& m : moved) {
+    Decision d;
+    d.kind = Decision::Kind::kPinMovedLayers;
+    d.flags = flags.flag_text;
+    d.layers = m.layers;
+    d.node = m.to;
+    d.from_node = m.from;
+    d.agreeing_flags = agree;
+    for (int32_t r : m.rules) d.rules.push_back(pins.rule_text[r]);
+    res.decisions.push_back(std::move(d));
+  }
+  Decision final_placement;
+  final_placement.kind = Decision::Kind::kFinalPlacement;
+  final_placement.owner = res.owner;
+  res.decisions.push_back(std::move(final_placement));
+}
+
 }  // namespace
 
 Status check_pattern(std::string_view p) {
@@ -232,131 +404,20 @@ Result<Pins> match_pins(const model::Model& model, const std::vector<Node>& node
 Result<Resolution> resolve_layers(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
                                   const FlagSplit& flags, const Pins& pins) {
   const int32_t n_layer = model.hparams().n_layer;
-  const auto& tensors = model.tensors();
   Resolution res;
   res.owner = flags.owner;
-  std::vector<std::vector<size_t>> by_layer(static_cast<size_t>(n_layer) + 1);
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    const int layer = tensors[t].decl.layer;
-    // MTP blocks follow the output head wherever it goes: a pin on them cannot split it.
-    if (layer >= 0 && !tensors[t].decl.mtp) by_layer[std::min(layer, n_layer)].push_back(t);
-  }
-
-  std::vector<Moved> moved;
-  std::vector<int32_t> split_layers_found;
-  std::string first_split;
-  for (int32_t il = 0; il <= n_layer; ++il) {
-    if (il == n_layer && flags.output_follows_last) res.owner[n_layer] = res.owner[n_layer - 1];
-    const int32_t flag_owner = res.owner[il];
-    std::vector<Placed> placed;
-    std::set<int32_t> used;
-    std::set<int32_t> rules;
-    bool any_pin = false, any_free = false;
-    int32_t pin_node = -1;
-    for (size_t t : by_layer[il]) {
-      if (pins.node[t] >= 0) {
-        any_pin = true;
-        if (pin_node < 0) pin_node = pins.node[t];
-        rules.insert(pins.rule[t]);
-        placed.push_back({t, pins.node[t], fmt::format("-ot rule '{}'", pins.rule_text[pins.rule[t]])});
-        used.insert(pins.node[t]);
-      } else {
-        any_free = true;
-        placed.push_back({t, flag_owner, flags.flag_text});
-        used.insert(flag_owner);
-      }
-    }
-    if (!any_pin) continue;
-    if (used.size() > 1) {
-      split_layers_found.push_back(il);
-      if (first_split.empty()) first_split = split_message(model, nodes, il, placed, pin_node);
-      continue;
-    }
-    const int32_t owner = *used.begin();
-    if (!any_free && owner != flag_owner) {
-      auto it = std::find_if(moved.begin(), moved.end(),
-                             [&](const Moved& m) { return m.to == owner && m.from == flag_owner && m.rules == rules; });
-      if (it == moved.end()) {
-        moved.push_back({owner, flag_owner, rules, {}});
-        it = moved.end() - 1;
-      }
-      it->layers.push_back(il);
-    }
-    res.owner[il] = owner;
-  }
-
-  if (!split_layers_found.empty()) {
-    std::string more;
-    if (split_layers_found.size() > 1) {
-      std::vector<int32_t> rest(split_layers_found.begin() + 1, split_layers_found.end());
-      const bool output = rest.back() >= n_layer;
-      if (output) rest.pop_back();
-      std::string what = rest.empty() ? "" : layers_phrase(rest);
-      if (output) what += what.empty() ? "the output layer" : " and the output layer";
-      more = fmt::format(" (the same holds for {})", what);
-    }
-    return make_error(ErrorCode::kSplitLayer, "plan: {}{}", first_split, more);
-  }
-
-  // The input (token embeddings) always stays on the coordinator.
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    if (tensors[t].decl.layer >= 0 || pins.node[t] <= 0) continue;
-    const std::string& name = tensors[t].decl.name;
-    // A pin to a node that reads the tensor anyway (a tied head, rope factors) changes nothing.
-    const int32_t pinned = pins.node[t];
-    std::vector<uint8_t> owned(static_cast<size_t>(n_layer), 0);
-    for (int32_t il = 0; il < n_layer; ++il) owned[il] = res.owner[il] == pinned ? 1 : 0;
-    const auto needed = model::tensors_needed(model, owned, false, res.owner[n_layer] == pinned);
-    const bool holds_copy = std::find(needed.begin(), needed.end(), name) != needed.end();
-    if (holds_copy) continue;
-    const std::string msg = fmt::format(
-        "-ot rule '{}' pins {} to {}, but input tensors stay on {} (the coordinator embeds the tokens)",
-        pins.rule_text[pins.rule[t]], name, node_label(nodes, pins.node[t]), node_label(nodes, 0));
-    if (request.strict_placement) {
-      return make_error(ErrorCode::kPlacementRefused,
-                        "plan: --strict-placement: {}; drop that pin (e.g. put '{}=local' first)", msg,
-                        name == gguf::names::tensor::kTokenEmbd ? "token_embd" : "rope_freqs");
-    }
-    res.warnings.push_back(msg + "; the pin is ignored");
-  }
-
-  if (moved.empty()) {
-    if (!request.overrides.empty() && flags.explicit_flags) {
-      Decision d;
-      d.kind = Decision::Kind::kPinsAgree;
-      d.flags = flags.flag_text;
-      res.decisions.push_back(std::move(d));
-    }
+  const LayerPins layer_pins = apply_pins_to_layers(model, nodes, flags, pins, res.owner);
+  if (!layer_pins.split_layers.empty()) return split_layers_error(layer_pins, n_layer);
+  STRATA_TRY(check_input_pins(model, nodes, request, pins, res.owner, res.warnings));
+  if (layer_pins.moved.empty()) {
+    if (!request.overrides.empty() && flags.explicit_flags) res.decisions.push_back(pins_agree_decision(flags));
     return res;
   }
   const std::string agree = agreeing_phrase(nodes, res.owner, request);
   if (flags.explicit_flags && request.strict_placement) {
-    std::string conflicts;
-    for (const Moved& m : moved) {
-      conflicts += fmt::format("{}-ot {} pins {} to {}, but {} puts {} on {}", conflicts.empty() ? "" : "; ",
-                               rules_phrase(m, pins), moved_layers(m, n_layer), node_label(nodes, m.to), flags.flag_text,
-                               m.layers.size() == 1 ? "it" : "them", node_label(nodes, m.from));
-    }
-    return make_error(ErrorCode::kPlacementRefused,
-                      "plan: --strict-placement: {}. Make the flags agree, e.g. {}, or drop --strict-placement to let "
-                      "-ot decide",
-                      conflicts, agree);
+    return strict_placement_error(nodes, flags, pins, layer_pins.moved, agree, n_layer);
   }
-  for (const Moved& m : moved) {
-    Decision d;
-    d.kind = Decision::Kind::kPinMovedLayers;
-    d.flags = flags.flag_text;
-    d.layers = m.layers;
-    d.node = m.to;
-    d.from_node = m.from;
-    d.agreeing_flags = agree;
-    for (int32_t r : m.rules) d.rules.push_back(pins.rule_text[r]);
-    res.decisions.push_back(std::move(d));
-  }
-  Decision final_placement;
-  final_placement.kind = Decision::Kind::kFinalPlacement;
-  final_placement.owner = res.owner;
-  res.decisions.push_back(std::move(final_placement));
+  add_pin_move_decisions(flags, pins, layer_pins.moved, agree, res);
   return res;
 }
 

@@ -111,6 +111,83 @@ bool split_by_speed(const model::Model& model, const std::vector<Node>& nodes, c
   return true;
 }
 
+// Every node named: this machine "local", a worker by its endpoint (unless it has a name).
+std::vector<Node> named_nodes(std::vector<Node> nodes) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].name.empty()) nodes[i].name = i == 0 ? "local" : nodes[i].endpoint;
+  }
+  return nodes;
+}
+
+// Who owns each layer, and how that was decided.
+struct LayerOwners {
+  detail::FlagSplit flags;
+  bool by_speed = false;  // the split by speed replaced the flags' split
+  detail::Pins pins;
+  detail::Resolution res;  // res.owner: the final owners of layers 0..n_layer
+};
+
+// The flags' split (or the split by speed), then the -ot pins on it. Errors without a code of their
+// own are invalid arguments.
+Result<LayerOwners> decide_owners(const model::Model& model, const std::vector<Node>& nodes, const Request& request) {
+  LayerOwners o;
+  auto flags = detail::split_by_flags(model.hparams().n_layer, nodes, request);
+  if (!flags) return with_code(std::move(flags).error(), ErrorCode::kInvalidArgument);
+  o.flags = std::move(*flags);
+  o.by_speed = split_by_speed(model, nodes, request, o.flags);
+  auto pins = detail::match_pins(model, nodes, request.overrides);
+  if (!pins) return with_code(std::move(pins).error(), ErrorCode::kInvalidArgument);
+  o.pins = std::move(*pins);
+  auto res = detail::resolve_layers(model, nodes, request, o.flags, o.pins);
+  if (!res) return with_code(std::move(res).error(), ErrorCode::kInvalidArgument);
+  o.res = std::move(*res);
+  return o;
+}
+
+// The pipeline for `owner` (layers 0..n_layer, the output last): stages, transfers, each tensor's
+// home, and each node's stage and bytes.
+Plan layer_layout(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
+                  const std::vector<int32_t>& owner) {
+  const model::HParams& hp = model.hparams();
+  const int32_t n_layer = hp.n_layer;
+  Plan p;
+  p.nodes = nodes;
+  p.layer_owner.assign(owner.begin(), owner.end() - 1);
+  p.input_node = 0;
+  p.output_node = owner[n_layer];
+  add_stages_and_transfers(p, hp);
+  for (const model::Model::Tensor& t : model.tensors()) {
+    p.tensor_home[t.decl.name] = t.decl.layer < 0 ? p.input_node : owner[std::min(t.decl.layer, n_layer)];
+  }
+  p.node_stages = detail::node_stages(model, nodes, request, owner);
+  p.bytes = detail::node_bytes(model, p.node_stages);
+  return p;
+}
+
+// The plan says who holds token_embd; a node other than the coordinator holding it is the tied
+// head's copy.
+void add_tied_head_decision(Plan& p, int32_t n_layer) {
+  const auto& head_tensors = p.tensors_on(p.output_node);
+  const bool head_copy = p.output_node != p.input_node &&
+                         std::find(head_tensors.begin(), head_tensors.end(), gguf::names::tensor::kTokenEmbd) !=
+                             head_tensors.end();
+  if (!head_copy) return;
+  Decision d;
+  d.kind = Decision::Kind::kTiedHeadCopy;
+  d.layers = {n_layer};
+  d.node = p.output_node;
+  p.decisions.push_back(std::move(d));
+}
+
+void warn_nodes_without_layers(Plan& p, const std::vector<int32_t>& owner) {
+  for (size_t n = 1; n < p.nodes.size(); ++n) {
+    const int32_t node = static_cast<int32_t>(n);
+    if (std::find(owner.begin(), owner.end(), node) == owner.end()) {
+      p.warnings.push_back(fmt::format("{} gets no layers: it holds nothing and runs nothing", detail::node_label(p.nodes, node)));
+    }
+  }
+}
+
 }  // namespace
 
 Result<Plan> make_plan(const model::Model& model, const std::vector<Node>& nodes, const Request& request) {
@@ -124,10 +201,7 @@ namespace detail {
 Result<Plan> place(const model::Model& model, const std::vector<Node>& nodes_in, const Request& request) {
   auto refuse = [](ErrorCode code, Error e) { return with_code(std::move(e), code); };
   if (auto s = validate(model, nodes_in, request); !s) return refuse(ErrorCode::kInvalidArgument, std::move(s).error());
-  std::vector<Node> nodes = nodes_in;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].name.empty()) nodes[i].name = i == 0 ? "local" : nodes[i].endpoint;
-  }
+  std::vector<Node> nodes = named_nodes(nodes_in);
   if (request.mtp) {
     if (auto s = model.mtp_available(); !s) {
       return refuse(ErrorCode::kInvalidArgument, make_error("--spec-type draft-mtp: {}", s.error().message));
@@ -138,62 +212,21 @@ Result<Plan> place(const model::Model& model, const std::vector<Node>& nodes_in,
     if (!tensor && tensor.error().code == ErrorCode::kUnknown) return refuse(ErrorCode::kInvalidArgument, std::move(tensor).error());
     return tensor;
   }
-  const model::HParams& hp = model.hparams();
-  const int32_t n_layer = hp.n_layer;
-
-  auto flags = detail::split_by_flags(n_layer, nodes, request);
-  if (!flags) return refuse(ErrorCode::kInvalidArgument, std::move(flags).error());
-  const bool by_speed = split_by_speed(model, nodes, request, *flags);
-  auto pins = detail::match_pins(model, nodes, request.overrides);
-  if (!pins) return refuse(ErrorCode::kInvalidArgument, std::move(pins).error());
-  auto res = detail::resolve_layers(model, nodes, request, *flags, *pins);
-  if (!res) return refuse(ErrorCode::kInvalidArgument, std::move(res).error());
-  const std::vector<int32_t>& owner = res->owner;
-
-  Plan p;
-  p.nodes = nodes;
-  p.layer_owner.assign(owner.begin(), owner.end() - 1);
-  p.input_node = 0;
-  p.output_node = owner[n_layer];
-  add_stages_and_transfers(p, hp);
-
-  const auto& tensors = model.tensors();
-  for (const model::Model::Tensor& t : tensors) {
-    p.tensor_home[t.decl.name] = t.decl.layer < 0 ? p.input_node : owner[std::min(t.decl.layer, n_layer)];
-  }
-  p.node_stages = detail::node_stages(model, nodes, request, owner);
-  p.bytes = detail::node_bytes(model, p.node_stages);
-
-  p.decisions.push_back(flags->decision);
-  for (Decision& d : res->decisions) p.decisions.push_back(std::move(d));
-  // The plan says who holds token_embd; a node other than the coordinator holding it is the tied
-  // head's copy.
-  const auto& head_tensors = p.tensors_on(p.output_node);
-  const bool head_copy = p.output_node != p.input_node &&
-                         std::find(head_tensors.begin(), head_tensors.end(), gguf::names::tensor::kTokenEmbd) !=
-                             head_tensors.end();
-  if (head_copy) {
-    Decision d;
-    d.kind = Decision::Kind::kTiedHeadCopy;
-    d.layers = {n_layer};
-    d.node = p.output_node;
-    p.decisions.push_back(std::move(d));
-  }
-  for (auto* list : {&flags->warnings, &pins->warnings, &res->warnings}) {
+  STRATA_ASSIGN(LayerOwners owners, decide_owners(model, nodes, request));
+  const std::vector<int32_t>& owner = owners.res.owner;
+  Plan p = layer_layout(model, nodes, request, owner);
+  p.decisions.push_back(owners.flags.decision);
+  for (Decision& d : owners.res.decisions) p.decisions.push_back(std::move(d));
+  add_tied_head_decision(p, model.hparams().n_layer);
+  for (auto* list : {&owners.flags.warnings, &owners.pins.warnings, &owners.res.warnings}) {
     for (std::string& w : *list) p.warnings.push_back(std::move(w));
   }
-  for (size_t n = 1; n < nodes.size(); ++n) {
-    const int32_t node = static_cast<int32_t>(n);
-    if (std::find(owner.begin(), owner.end(), node) == owner.end()) {
-      p.warnings.push_back(fmt::format("{} gets no layers: it holds nothing and runs nothing", detail::node_label(nodes, node)));
-    }
-  }
-
+  warn_nodes_without_layers(p, owner);
   if (auto s = detail::check_budget(model, nodes, request, owner, p.bytes); !s) {
     return refuse(ErrorCode::kResourceExhausted, std::move(s).error());
   }
-  detail::predict(model, flags->explicit_flags, p);
-  if (by_speed) p.decisions.front().detail = detail::predicted_times(p);
+  detail::predict(model, owners.flags.explicit_flags, p);
+  if (owners.by_speed) p.decisions.front().detail = detail::predicted_times(p);
   return p;
 }
 

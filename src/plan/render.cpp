@@ -110,53 +110,57 @@ std::string predicted_text(const Plan& p) {
   return s;
 }
 
-}  // namespace
+constexpr int kCols = 10;
+struct Row {
+  std::string cells[kCols];
+};
 
-std::string render(const Plan& p) {
+// The layers a node's stage runs (under -sm tensor every member runs every layer on its slice).
+std::vector<int32_t> stage_layers(const model::StageConfig* stage) {
+  std::vector<int32_t> layers;
+  for (size_t il = 0; stage && il < stage->owned.size(); ++il) {
+    if (stage->owned[il]) layers.push_back(static_cast<int32_t>(il));
+  }
+  return layers;
+}
+
+// "input + 0-20 + output (slice)", or "-" for a node that runs nothing.
+std::string owned_text(const Plan& p, int32_t node, const model::StageConfig* stage, const std::vector<int32_t>& layers) {
+  std::string owned = detail::ranges(layers);
+  if (node == p.input_node) owned = owned.empty() ? "input" : "input + " + owned;
+  if (stage && stage->output) owned = owned.empty() ? "output" : owned + " + output";
+  if (stage && stage->shard.split()) owned += " (slice)";
+  if (owned.empty()) owned = "-";
+  return owned;
+}
+
+Row node_row(const Plan& p, size_t n) {
   using detail::human_bytes;
-  constexpr int kCols = 10;
-  struct Row {
-    std::string cells[kCols];
-  };
-  std::vector<Row> rows;
-  rows.push_back({{"node", "layers", "count", "weights", "KV", "KV type", "state", "scratch", "total / usable", "ms/token"}});
-  for (size_t n = 0; n < p.nodes.size(); ++n) {
-    const int32_t node = static_cast<int32_t>(n);
-    // What the node's stage runs (under -sm tensor every member runs every layer on its slice).
-    const model::StageConfig* stage = n < p.node_stages.size() ? &p.node_stages[n] : nullptr;
-    std::vector<int32_t> layers;
-    for (size_t il = 0; stage && il < stage->owned.size(); ++il) {
-      if (stage->owned[il]) layers.push_back(static_cast<int32_t>(il));
-    }
-    std::string owned = detail::ranges(layers);
-    if (node == p.input_node) owned = owned.empty() ? "input" : "input + " + owned;
-    if (stage && stage->output) owned = owned.empty() ? "output" : owned + " + output";
-    if (stage && stage->shard.split()) owned += " (slice)";
-    if (owned.empty()) owned = "-";
-    const NodeBytes b = n < p.bytes.size() ? p.bytes[n] : NodeBytes{};
-    std::string kv_type = "-";  // K/V cache types, where the node keeps a cache
-    if (n < p.node_stages.size() && b.kv > 0) {
-      kv_type = memory::kv_type_name(p.node_stages[n].type_k) + "/" + memory::kv_type_name(p.node_stages[n].type_v);
-    }
-    const std::string limit = p.nodes[n].memory_usable == kUnlimited ? "unlimited" : human_bytes(p.nodes[n].memory_usable);
-    const std::string weights = human_bytes(b.weights) + (b.repacked ? " (+" + human_bytes(b.repacked) + " repack)" : "");
-    rows.push_back({{detail::node_label(p.nodes, node), owned, fmt::format("{}", layers.size()), weights,
-                     human_bytes(b.kv), kv_type,
-                     human_bytes(b.state) + (b.checkpoints ? " + " + human_bytes(b.checkpoints) + " ckpt" : ""),
-                     human_bytes(b.scratch),
-                     human_bytes(b.total()) + " / " + limit,
-                     n < p.predicted_ms.size() ? fmt::format("{:.2f}", p.predicted_ms[n]) : "?"}});
+  const int32_t node = static_cast<int32_t>(n);
+  const model::StageConfig* stage = n < p.node_stages.size() ? &p.node_stages[n] : nullptr;
+  const std::vector<int32_t> layers = stage_layers(stage);
+  const NodeBytes b = n < p.bytes.size() ? p.bytes[n] : NodeBytes{};
+  std::string kv_type = "-";  // K/V cache types, where the node keeps a cache
+  if (n < p.node_stages.size() && b.kv > 0) {
+    kv_type = memory::kv_type_name(p.node_stages[n].type_k) + "/" + memory::kv_type_name(p.node_stages[n].type_v);
   }
-  // One node and no speed (a single-node run measures none): no prediction to show.
-  const bool show_speed = !p.predicted_ms.empty() || p.nodes.size() > 1;
-  if (!show_speed) {
-    for (Row& r : rows) r.cells[kCols - 1].clear();
-  }
+  const std::string limit = p.nodes[n].memory_usable == kUnlimited ? "unlimited" : human_bytes(p.nodes[n].memory_usable);
+  const std::string weights = human_bytes(b.weights) + (b.repacked ? " (+" + human_bytes(b.repacked) + " repack)" : "");
+  return {{detail::node_label(p.nodes, node), owned_text(p, node, stage, layers), fmt::format("{}", layers.size()), weights,
+           human_bytes(b.kv), kv_type,
+           human_bytes(b.state) + (b.checkpoints ? " + " + human_bytes(b.checkpoints) + " ckpt" : ""),
+           human_bytes(b.scratch),
+           human_bytes(b.total()) + " / " + limit,
+           n < p.predicted_ms.size() ? fmt::format("{:.2f}", p.predicted_ms[n]) : "?"}};
+}
+
+// The rows in columns as wide as their widest cell: the first two left-aligned, the rest right-aligned.
+std::string table_text(const std::vector<Row>& rows) {
   size_t width[kCols] = {};
   for (const Row& r : rows) {
     for (int c = 0; c < kCols; ++c) width[c] = std::max(width[c], r.cells[c].size());
   }
-  std::ostringstream out;
+  std::string text;
   for (const Row& r : rows) {
     std::string line;
     for (int c = 0; c < kCols; ++c) {
@@ -164,38 +168,66 @@ std::string render(const Plan& p) {
       line += (c ? "  " : "") + (left ? fmt::format("{:<{}}", r.cells[c], width[c]) : fmt::format("{:>{}}", r.cells[c], width[c]));
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
-    out << line << "\n";
+    text += line + "\n";
   }
-  if (show_speed) out << predicted_text(p);
-  if (p.split_mode == SplitMode::kTensor) {
-    out << "slices (-sm tensor; every member adds its partial sums after each attention and FFN sub-layer):\n";
-    for (int32_t m : p.tensor_group) {
-      out << fmt::format("  {}: {}; reads {} of weights per token\n", detail::node_label(p.nodes, m),
-                         m < static_cast<int32_t>(p.slices.size()) ? p.slices[m] : "",
-                         human_bytes(m < static_cast<int32_t>(p.read_per_token.size()) ? p.read_per_token[m] : 0));
-    }
+  return text;
+}
+
+// -sm tensor: each member's slices and the weight bytes they read per token.
+std::string slices_text(const Plan& p) {
+  std::string s = "slices (-sm tensor; every member adds its partial sums after each attention and FFN sub-layer):\n";
+  for (int32_t m : p.tensor_group) {
+    s += fmt::format("  {}: {}; reads {} of weights per token\n", detail::node_label(p.nodes, m),
+                     m < static_cast<int32_t>(p.slices.size()) ? p.slices[m] : "",
+                     detail::human_bytes(m < static_cast<int32_t>(p.read_per_token.size()) ? p.read_per_token[m] : 0));
   }
-  if (p.transfers.empty()) {
-    out << "transfers: none\n";
-  } else {
-    out << "transfers:\n";
-    for (const Transfer& t : p.transfers) {
-      out << fmt::format("  {} -> {}: {}, {} per token{}\n", detail::node_label(p.nodes, t.from_node),
-                         detail::node_label(p.nodes, t.to_node), t.what, human_bytes(t.bytes_per_token),
-                         t.what == "logits" ? " that wants logits (8 bytes per candidate when sampling needs only "
-                                              "its top-k)"
-                                            : "");
-    }
+  return s;
+}
+
+std::string transfers_text(const Plan& p) {
+  if (p.transfers.empty()) return "transfers: none\n";
+  std::string s = "transfers:\n";
+  for (const Transfer& t : p.transfers) {
+    s += fmt::format("  {} -> {}: {}, {} per token{}\n", detail::node_label(p.nodes, t.from_node),
+                     detail::node_label(p.nodes, t.to_node), t.what, detail::human_bytes(t.bytes_per_token),
+                     t.what == "logits" ? " that wants logits (8 bytes per candidate when sampling needs only "
+                                          "its top-k)"
+                                        : "");
   }
+  return s;
+}
+
+// How the weights are laid out in memory: the repack share, and the nodes that keep the file's layout.
+std::string layout_notes(const Plan& p) {
+  std::string s;
   if (std::any_of(p.bytes.begin(), p.bytes.end(), [](const NodeBytes& b) { return b.repacked > 0; })) {
-    out << "repack: matrices are repacked at load for the prompt kernels (16-row groups, K-quant scales "
-           "unpacked: the \"repack\" share); the copy replaces the mapped file's pages\n";
+    s += "repack: matrices are repacked at load for the prompt kernels (16-row groups, K-quant scales "
+         "unpacked: the \"repack\" share); the copy replaces the mapped file's pages\n";
   }
   for (size_t n = 0; n < p.nodes.size() && n < p.node_stages.size(); ++n) {
     if (p.node_stages[n].repack || p.node_stages[n].tensors.empty()) continue;
-    out << fmt::format("kernels: {} does not repack (its kernels: {}); its weights stay in the file's layout\n",
-                       detail::node_label(p.nodes, static_cast<int32_t>(n)), p.nodes[n].kernels_text());
+    s += fmt::format("kernels: {} does not repack (its kernels: {}); its weights stay in the file's layout\n",
+                     detail::node_label(p.nodes, static_cast<int32_t>(n)), p.nodes[n].kernels_text());
   }
+  return s;
+}
+
+}  // namespace
+
+std::string render(const Plan& p) {
+  std::vector<Row> rows;
+  rows.push_back({{"node", "layers", "count", "weights", "KV", "KV type", "state", "scratch", "total / usable", "ms/token"}});
+  for (size_t n = 0; n < p.nodes.size(); ++n) rows.push_back(node_row(p, n));
+  // One node and no speed (a single-node run measures none): no prediction to show.
+  const bool show_speed = !p.predicted_ms.empty() || p.nodes.size() > 1;
+  if (!show_speed) {
+    for (Row& r : rows) r.cells[kCols - 1].clear();
+  }
+  std::ostringstream out;
+  out << table_text(rows);
+  if (show_speed) out << predicted_text(p);
+  if (p.split_mode == SplitMode::kTensor) out << slices_text(p);
+  out << transfers_text(p) << layout_notes(p);
   for (const std::string& d : p.decision_texts()) out << "decision: " << d << "\n";
   for (const std::string& w : p.warnings) out << "warning: " << w << "\n";
   return out.str();

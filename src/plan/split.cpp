@@ -51,6 +51,83 @@ std::string node_list(const std::vector<Node>& nodes, const std::vector<int32_t>
   return s;
 }
 
+// -ts values finite and >= 0, -ngl not negative, and as many -ts values as workers (or one more:
+// this machine first).
+Status check_split_flags(const std::vector<Node>& nodes, const Request& request) {
+  const int32_t n_workers = static_cast<int32_t>(nodes.size()) - 1;
+  const std::vector<double>& ts = request.tensor_split;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (!std::isfinite(ts[i]) || ts[i] < 0) {
+      return make_error("plan: -ts value {} (position {}) must be a finite number >= 0", ts[i], i + 1);
+    }
+  }
+  if (request.n_gpu_layers < -1) {
+    return make_error("plan: -ngl {} is negative (give the number of layers for the workers, 0 or more)",
+                      request.n_gpu_layers);
+  }
+  const int32_t k = static_cast<int32_t>(ts.size());
+  if (!ts.empty() && k != n_workers && k != n_workers + 1) {
+    if (n_workers == 0) {
+      return make_error("plan: -ts has {} values but there are no --rpc workers; give 1 value (this machine) or none", k);
+    }
+    return make_error("plan: -ts has {} values but there are {} workers (--rpc): give {} (one per worker, in --rpc order) "
+                      "or {} (this machine first, then the workers)",
+                      k, n_workers, n_workers, n_workers + 1);
+  }
+  return {};
+}
+
+// "-ngl 30 -ts 1,1", or "the split by usable memory" when neither is explicit.
+std::string split_flag_text(const Request& request, bool explicit_flags) {
+  if (!explicit_flags) return "the split by usable memory";
+  std::string text;
+  if (request.n_gpu_layers >= 0) text = fmt::format("-ngl {}", request.n_gpu_layers);
+  if (!request.tensor_split.empty()) {
+    text += fmt::format("{}-ts {}", text.empty() ? "" : " ", join_values(request.tensor_split));
+  }
+  return text;
+}
+
+// No workers: every layer here, whatever the flags said.
+FlagSplit single_node_split(int32_t n_layer, const Request& request, FlagSplit f) {
+  f.owner.assign(static_cast<size_t>(n_layer) + 1, 0);
+  f.decision.kind = Decision::Kind::kSingleNode;
+  f.decision.owner = f.owner;
+  if (request.n_gpu_layers > 0) {
+    f.warnings.push_back(fmt::format("-ngl {} has no effect: there are no --rpc workers", request.n_gpu_layers));
+  }
+  return f;
+}
+
+// With -ts, its values name the devices: one per worker, or this machine first. Without it, -ngl
+// offloads to the workers; the memory split uses every node.
+std::vector<int32_t> split_devices(const std::vector<Node>& nodes, const Request& request) {
+  const size_t k = request.tensor_split.size();
+  if (k > 0) return k == nodes.size() - 1 ? workers(nodes) : all_nodes(nodes);
+  return request.n_gpu_layers >= 0 ? workers(nodes) : all_nodes(nodes);
+}
+
+// How -ts / -ngl applied: " over W1, W2", " (layers 21-39 + output offloaded over W1, W2)".
+std::string flags_detail(int32_t n_layer, const std::vector<Node>& nodes, const Request& request,
+                         const std::vector<int32_t>& devices, int64_t n_offload, bool by_memory) {
+  if (request.n_gpu_layers < 0) {
+    return request.tensor_split.empty() ? "" : fmt::format(" over {}", node_list(nodes, devices));
+  }
+  const int64_t act = std::min<int64_t>(n_offload, int64_t{n_layer} + 1);
+  const int64_t i_start = int64_t{n_layer} + 1 - act;
+  std::string how =
+      act == 0 ? fmt::format(" (nothing offloaded: all {} layers + output stay on {})", n_layer, node_label(nodes, 0))
+      : i_start == 0      ? fmt::format(" (all {} layers + output offloaded", n_layer)
+      : i_start == n_layer ? std::string(" (only the output offloaded")
+      : i_start == n_layer - 1 ? fmt::format(" (layer {} + output offloaded", i_start)
+                               : fmt::format(" (layers {}-{} + output offloaded", i_start, n_layer - 1);
+  if (act > 0) {
+    how += by_memory ? fmt::format(", split by usable memory: {})", memory_list(nodes, devices))
+                     : fmt::format(" over {})", node_list(nodes, devices));
+  }
+  return how;
+}
+
 }  // namespace
 
 std::vector<float> ratios_as_float(const std::vector<double>& values) {
@@ -91,83 +168,33 @@ std::vector<int32_t> split_layers(int32_t n_layer, const std::vector<int32_t>& d
 }
 
 Result<FlagSplit> split_by_flags(int32_t n_layer, const std::vector<Node>& nodes, const Request& request) {
-  const int32_t n_workers = static_cast<int32_t>(nodes.size()) - 1;
+  STRATA_TRY(check_split_flags(nodes, request));
   const std::vector<double>& ts = request.tensor_split;
-  for (size_t i = 0; i < ts.size(); ++i) {
-    if (!std::isfinite(ts[i]) || ts[i] < 0) {
-      return make_error("plan: -ts value {} (position {}) must be a finite number >= 0", ts[i], i + 1);
-    }
-  }
-  if (request.n_gpu_layers < -1) {
-    return make_error("plan: -ngl {} is negative (give the number of layers for the workers, 0 or more)",
-                      request.n_gpu_layers);
-  }
   const bool ts_given = !ts.empty();
   const bool ts_zero = std::all_of(ts.begin(), ts.end(), [](double v) { return v == 0; });
   const bool ngl_given = request.n_gpu_layers >= 0;
-  const int32_t k = static_cast<int32_t>(ts.size());
-  if (ts_given && k != n_workers && k != n_workers + 1) {
-    if (n_workers == 0) {
-      return make_error("plan: -ts has {} values but there are no --rpc workers; give 1 value (this machine) or none", k);
-    }
-    return make_error("plan: -ts has {} values but there are {} workers (--rpc): give {} (one per worker, in --rpc order) "
-                      "or {} (this machine first, then the workers)",
-                      k, n_workers, n_workers, n_workers + 1);
-  }
-
   FlagSplit f;
   f.explicit_flags = ngl_given || (ts_given && !ts_zero);
-  if (ngl_given) f.flag_text = fmt::format("-ngl {}", request.n_gpu_layers);
-  if (ts_given) f.flag_text += fmt::format("{}-ts {}", f.flag_text.empty() ? "" : " ", join_values(ts));
-  if (!f.explicit_flags) f.flag_text = "the split by usable memory";
+  f.flag_text = split_flag_text(request, f.explicit_flags);
+  if (nodes.size() == 1) return single_node_split(n_layer, request, std::move(f));
 
-  if (n_workers == 0) {
-    f.owner.assign(static_cast<size_t>(n_layer) + 1, 0);
-    f.decision.kind = Decision::Kind::kSingleNode;
-    f.decision.owner = f.owner;
-    if (ngl_given && request.n_gpu_layers > 0) {
-      f.warnings.push_back(fmt::format("-ngl {} has no effect: there are no --rpc workers", request.n_gpu_layers));
-    }
-    return f;
-  }
-
-  const std::vector<int32_t> devices =
-      ts_given ? (k == n_workers ? workers(nodes) : all_nodes(nodes)) : (ngl_given ? workers(nodes) : all_nodes(nodes));
+  const std::vector<int32_t> devices = split_devices(nodes, request);
   const bool by_memory = !ts_given || ts_zero;
   const std::vector<float> ratios = by_memory ? memory_ratios(nodes, devices) : ratios_as_float(ts);
   const int64_t n_offload = ngl_given ? request.n_gpu_layers : int64_t{n_layer} + 1;
   f.owner = split_layers(n_layer, devices, ratios, n_offload);
-
   if (!f.explicit_flags) {
     // The output head goes with the last layer.
     f.owner[n_layer] = f.owner[n_layer - 1];
     f.output_follows_last = true;
     f.decision.kind = Decision::Kind::kSplitByMemory;
-    f.decision.flags = f.flag_text;
     f.decision.detail = memory_list(nodes, devices);
-    f.decision.owner = f.owner;
   } else {
-    std::string how;
-    if (ngl_given) {
-      const int64_t act = std::min<int64_t>(n_offload, int64_t{n_layer} + 1);
-      const int64_t i_start = int64_t{n_layer} + 1 - act;
-      how = act == 0 ? fmt::format(" (nothing offloaded: all {} layers + output stay on {})", n_layer, node_label(nodes, 0))
-            : i_start == 0      ? fmt::format(" (all {} layers + output offloaded", n_layer)
-            : i_start == n_layer ? std::string(" (only the output offloaded")
-            : i_start == n_layer - 1 ? fmt::format(" (layer {} + output offloaded", i_start)
-                                     : fmt::format(" (layers {}-{} + output offloaded", i_start, n_layer - 1);
-      if (act > 0) {
-        how += by_memory ? fmt::format(", split by usable memory: {})", memory_list(nodes, devices))
-                         : fmt::format(" over {})", node_list(nodes, devices));
-      }
-    } else if (ts_given) {
-      how = fmt::format(" over {}", node_list(nodes, devices));
-    }
     f.decision.kind = Decision::Kind::kSplitByFlags;
-    f.decision.flags = f.flag_text;
-    f.decision.detail = how;
-    f.decision.owner = f.owner;
+    f.decision.detail = flags_detail(n_layer, nodes, request, devices, n_offload, by_memory);
   }
+  f.decision.flags = f.flag_text;
+  f.decision.owner = f.owner;
   f.decision.all_zero_split = ts_given && ts_zero;
   return f;
 }

@@ -143,8 +143,6 @@ std::vector<model::StageConfig> tensor_stages(const model::Model& model, const s
   return stages;
 }
 
-// Per token: the embeddings out to every worker member, two sums per layer between every two
-// members, and each worker member's logits (its vocabulary rows) back.
 // Whole experts dealt to the members in proportion to their rows of each expert, and a token's k
 // experts picked uniformly at random: the expected count the busiest member runs (a multivariate
 // hypergeometric, enumerated; k is small). A row split runs k x (its share) on every member.
@@ -192,6 +190,8 @@ std::string expert_split_why(const model::HParams& hp, const std::vector<model::
                      busiest, hp.n_expert_used, ratio, busiest_rows);
 }
 
+// Per token: the embeddings out to every worker member, two sums per layer between every two
+// members, and each worker member's logits (its vocabulary rows) back.
 void add_exchanges(Plan& p, const model::HParams& hp) {
   const uint64_t row = uint64_t(hp.n_embd) * sizeof(float);
   const std::vector<int32_t>& m = p.tensor_group;
@@ -214,11 +214,8 @@ void add_exchanges(Plan& p, const model::HParams& hp) {
   }
 }
 
-}  // namespace
-
-Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes, const Request& request) {
-  const model::HParams& hp = model.hparams();
-  const int32_t n_layer = hp.n_layer;
+// The flags -sm tensor cannot honour: no workers, -ot pins, an -ngl that keeps layers off the workers.
+Status check_tensor_flags(const std::vector<Node>& nodes, const Request& request, int32_t n_layer) {
   if (nodes.size() < 2) return make_error("plan: -sm tensor splits every layer over several nodes; give workers with --rpc");
   if (!request.overrides.empty()) {
     return make_error("plan: -ot pins whole tensors to nodes, but -sm tensor slices every tensor over the group; drop "
@@ -228,24 +225,41 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
     return make_error("plan: -ngl {} keeps layers off the workers, but -sm tensor slices all {} layers (and the output) "
                       "over the group; drop -ngl or give -ngl {}", request.n_gpu_layers, n_layer, n_layer + 1);
   }
-  STRATA_ASSIGN(Group g, choose_group(nodes, request));
-  const bool by_speed = auto_split(request) && speeds_known(nodes);
-  if (by_speed) g = speed_group(model, nodes);
-  if (request.mtp && g.members.front() != 0) {
-    return make_error("plan: --spec-type draft-mtp under -sm tensor drafts on this machine, but {} gives it no share; "
-                      "give -ts {} values (this machine first)", g.flag_text, nodes.size());
-  }
-  STRATA_ASSIGN(const model::ShardUnits units, model::shard_units(model));
-  std::vector<model::Shard> shards;
-  std::vector<model::StageConfig> stages;
-  std::vector<NodeBytes> bytes;
-  for (int attempt = 0;; ++attempt) {  // -ts auto: shares within memory
-    STRATA_ASSIGN(shards, split_shards(model, g.weights, request.expert_split));
-    stages = tensor_stages(model, nodes, request, g, shards);
-    bytes = node_bytes(model, stages);
-    if (!by_speed || attempt == 8 || !shrink_overfull(nodes, bytes, g)) break;
-  }
+  return {};
+}
 
+// The group's slices and what they cost.
+struct Slices {
+  std::vector<model::Shard> shards;        // per member
+  std::vector<model::StageConfig> stages;  // per node
+  std::vector<NodeBytes> bytes;            // per node
+};
+
+// Cuts the slices for the group's shares; -ts auto shrinks the shares of members over their memory
+// and cuts again (at most 8 times).
+Result<Slices> cut_slices(const model::Model& model, const std::vector<Node>& nodes, const Request& request,
+                          bool by_speed, Group& g) {
+  Slices cut;
+  for (int attempt = 0;; ++attempt) {
+    STRATA_ASSIGN(cut.shards, split_shards(model, g.weights, request.expert_split));
+    cut.stages = tensor_stages(model, nodes, request, g, cut.shards);
+    cut.bytes = node_bytes(model, cut.stages);
+    if (!by_speed || attempt == 8 || !shrink_overfull(nodes, cut.bytes, g)) break;
+  }
+  return cut;
+}
+
+// Weight bytes a stage reads per token when it holds a slice (0 otherwise).
+uint64_t slice_read_per_token(const model::Model& model, const model::StageConfig& stage) {
+  uint64_t read = 0;
+  for (const auto& [type, b] : read_per_token(model, stage, true)) read = sat_add(read, b);
+  return stage.shard.split() ? read : 0;
+}
+
+// Every member runs every layer on its slice; the first member computes the output, this machine embeds.
+Plan tensor_layout(const model::Model& model, std::vector<Node> nodes, const Group& g,
+                   std::vector<model::StageConfig> stages, std::vector<NodeBytes> bytes) {
+  const int32_t n_layer = model.hparams().n_layer;
   Plan p;
   p.nodes = std::move(nodes);
   p.split_mode = SplitMode::kTensor;
@@ -256,47 +270,79 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
   for (int32_t m : g.members) p.stages.push_back({m, 0, n_layer});
   p.node_stages = std::move(stages);
   p.bytes = std::move(bytes);
-  for (const model::StageConfig& st : p.node_stages) {
-    uint64_t read = 0;
-    for (const auto& [type, b] : read_per_token(model, st, true)) read = sat_add(read, b);
-    p.read_per_token.push_back(st.shard.split() ? read : 0);
-  }
+  for (const model::StageConfig& st : p.node_stages) p.read_per_token.push_back(slice_read_per_token(model, st));
   for (const model::Model::Tensor& t : model.tensors()) p.tensor_home[t.decl.name] = t.decl.layer < 0 ? 0 : p.output_node;
-  add_exchanges(p, hp);
+  add_exchanges(p, model.hparams());
+  return p;
+}
 
-  p.slices.assign(p.nodes.size(), "");
+// Per node, its slices in words (empty outside the group).
+std::vector<std::string> member_slices(const model::HParams& hp, size_t n_nodes, const Group& g,
+                                       const std::vector<model::Shard>& shards) {
+  std::vector<std::string> slices(n_nodes, "");
+  for (size_t i = 0; i < g.members.size(); ++i) slices[g.members[i]] = slice_text(hp, shards[i]);
+  return slices;
+}
+
+// The decision: who holds which slices, and why the routed experts are cut as they are.
+Decision tensor_split_decision(const model::HParams& hp, const Plan& p, const Group& g,
+                               const std::vector<model::Shard>& shards, const Request& request) {
   Decision d;
   d.kind = Decision::Kind::kTensorSplit;
   d.flags = g.flag_text;
-  std::string names;
   for (size_t i = 0; i < g.members.size(); ++i) {
-    const model::Shard& s = shards[i];
-    p.slices[g.members[i]] = slice_text(hp, s);
-    names += fmt::format("{}{} ({})", i ? ", " : "", node_label(p.nodes, g.members[i]), p.slices[g.members[i]]);
+    d.detail += fmt::format("{}{} ({})", i ? ", " : "", node_label(p.nodes, g.members[i]), p.slices[g.members[i]]);
   }
-  d.detail = names;
   if (hp.n_expert > 0 && hp.n_expert_used > 0 && hp.n_expert_used <= 64) d.why = expert_split_why(hp, shards, request.expert_split);
   d.all_zero_split = !request.tensor_split.empty() && g.by_memory;
-  d.layers.resize(static_cast<size_t>(n_layer));
-  for (int32_t il = 0; il < n_layer; ++il) d.layers[il] = il;
-  p.decisions.push_back(std::move(d));
-  note_empty_slices(model, units, p.nodes, g, shards, p.warnings);
+  d.layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int32_t il = 0; il < hp.n_layer; ++il) d.layers[il] = il;
+  return d;
+}
+
+void warn_nodes_without_share(Plan& p, const Group& g) {
   for (size_t n = 1; n < p.nodes.size(); ++n) {
     if (std::find(g.members.begin(), g.members.end(), static_cast<int32_t>(n)) == g.members.end()) {
       p.warnings.push_back(fmt::format("{} has no -ts share: it holds nothing and runs nothing", node_label(p.nodes, static_cast<int32_t>(n))));
     }
   }
+}
+
+// Refuses, naming every node over its limit, a group whose slices do not fit.
+Status check_tensor_fit(const Plan& p) {
   std::string over;
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     if (p.bytes[n].total() <= p.nodes[n].memory_usable) continue;
     over += fmt::format("{}{} needs {} but its limit is {}", over.empty() ? "" : "; ", node_label(p.nodes, static_cast<int32_t>(n)),
                         human_bytes(p.bytes[n].total()), human_bytes(p.nodes[n].memory_usable));
   }
-  if (!over.empty()) {
-    return with_code(make_error("plan: -sm tensor does not fit in memory: {}. Fix: give the fuller nodes a smaller -ts "
-                                "share, add nodes (--rpc) or lower the context (-c)", over),
-                     ErrorCode::kResourceExhausted);
+  if (over.empty()) return {};
+  return with_code(make_error("plan: -sm tensor does not fit in memory: {}. Fix: give the fuller nodes a smaller -ts "
+                              "share, add nodes (--rpc) or lower the context (-c)", over),
+                   ErrorCode::kResourceExhausted);
+}
+
+}  // namespace
+
+Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes, const Request& request) {
+  const model::HParams& hp = model.hparams();
+  STRATA_TRY(check_tensor_flags(nodes, request, hp.n_layer));
+  STRATA_ASSIGN(Group g, choose_group(nodes, request));
+  const bool by_speed = auto_split(request) && speeds_known(nodes);
+  if (by_speed) g = speed_group(model, nodes);
+  if (request.mtp && g.members.front() != 0) {
+    return make_error("plan: --spec-type draft-mtp under -sm tensor drafts on this machine, but {} gives it no share; "
+                      "give -ts {} values (this machine first)", g.flag_text, nodes.size());
   }
+  STRATA_ASSIGN(const model::ShardUnits units, model::shard_units(model));
+  STRATA_ASSIGN(Slices cut, cut_slices(model, nodes, request, by_speed, g));
+
+  Plan p = tensor_layout(model, std::move(nodes), g, std::move(cut.stages), std::move(cut.bytes));
+  p.slices = member_slices(hp, p.nodes.size(), g, cut.shards);
+  p.decisions.push_back(tensor_split_decision(hp, p, g, cut.shards, request));
+  note_empty_slices(model, units, p.nodes, g, cut.shards, p.warnings);
+  warn_nodes_without_share(p, g);
+  STRATA_TRY(check_tensor_fit(p));
   predict(model, !by_speed && !g.by_memory, p);
   if (by_speed && !p.predicted_ms.empty()) {
     Decision& split = p.decisions.back();
