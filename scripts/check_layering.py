@@ -51,7 +51,7 @@ for path in sorted(src.rglob("*.[ch]*")):
             if any(inc.startswith(f) or inc.endswith(f) for f in forbidden_in_runtime):
                 errors.append(f"{path.relative_to(root)}: reaches {inc} (the runtime must not see the transport)")
 # Test helpers in tests/testing/ that stand for a module: their users must be at or above it.
-helper_module = {"testing/cluster.h": "runtime", "testing/synth_models.h": "tools"}
+helper_module = {"testing/cluster.h": "runtime", "testing/synth_models.h": "tools", "testing/thread_group.h": "model"}
 library_module = {"strata_testing_cluster": "runtime"}
 tests = root / "tests"
 cmake = (tests / "CMakeLists.txt").read_text()

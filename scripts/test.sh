@@ -22,7 +22,7 @@ case "${1:-}" in
   --full) full=1; shift ;;
 esac
 # Suites whose modules take input from outside; --full adds the compute suites.
-input_suites=(base gguf text grammar chat sampling plan net memory server runtime cli)  # memory: saved sequences come from files and workers
+input_suites=(base jinja gguf text grammar chat sampling plan net memory server runtime cli)  # memory: saved sequences come from files and workers
 compute_suites=(tensor model tools)
 jobs=$(nproc)
 t0=$(date +%s)

@@ -156,29 +156,29 @@ Status check_stage(const StageConfig& stage, const HParams& hp) {
   }
   const auto in = [](int32_t v, int32_t lo, int32_t hi) { return v >= lo && v <= hi; };
   if (!in(stage.n_seq, 1, kMaxStageSeqs)) {
-    return make_error("stage: {} sequences out of range 1..{}", stage.n_seq, kMaxStageSeqs);
+    return make_error("stage: {} sequences (n_seq) out of range 1..{}", stage.n_seq, kMaxStageSeqs);
   }
   if (!in(stage.n_ctx_per_seq, 1, kMaxStageContext)) {
-    return make_error("stage: context of {} tokens per sequence out of range 1..{}", stage.n_ctx_per_seq,
+    return make_error("stage: context of {} tokens per sequence (n_ctx_per_seq) out of range 1..{}", stage.n_ctx_per_seq,
                       kMaxStageContext);
   }
   if (!in(stage.n_batch, 1, kMaxStageBatch)) {
-    return make_error("stage: batch size {} out of range 1..{}", stage.n_batch, kMaxStageBatch);
+    return make_error("stage: batch size {} (n_batch) out of range 1..{}", stage.n_batch, kMaxStageBatch);
   }
   if (!in(stage.n_threads, 1, kMaxStageThreads)) {
     return make_error("stage: {} threads out of range 1..{}", stage.n_threads, kMaxStageThreads);
   }
   if (!in(stage.n_checkpoints, 0, kMaxStageCheckpoints)) {
-    return make_error("stage: {} state checkpoints per sequence out of range 0..{}", stage.n_checkpoints,
+    return make_error("stage: {} state checkpoints per sequence (n_checkpoints) out of range 0..{}", stage.n_checkpoints,
                       kMaxStageCheckpoints);
   }
   return {};
 }
 
-RecurrentBytes recurrent_bytes(const HParams& layer_hp, const std::vector<uint8_t>& owned, int32_t n_seq,
+RecurrentBytes recurrent_bytes(const HParams& shard_hp, const std::vector<uint8_t>& owned, int32_t n_seq,
                                int32_t n_checkpoints) {
-  if (!layer_hp.has_recurrent_layers() || static_cast<int32_t>(owned.size()) != layer_hp.n_layer) return {};
-  memory::RecurrentConfig c = recurrent_config(layer_hp, owned, n_seq);
+  if (!shard_hp.has_recurrent_layers() || static_cast<int32_t>(owned.size()) != shard_hp.n_layer) return {};
+  memory::RecurrentConfig c = recurrent_config(shard_hp, owned, n_seq);
   const uint64_t state = memory::RecurrentState::bytes_needed(c);  // without checkpoints
   c.n_checkpoints = n_checkpoints;
   return {state, memory::RecurrentState::checkpoint_bytes(c)};

@@ -62,7 +62,7 @@ inline constexpr int32_t kMaxStageSeqs = 256;
 inline constexpr int32_t kMaxStageContext = 1 << 24;  // tokens per sequence
 inline constexpr int32_t kMaxStageBatch = 1 << 16;
 inline constexpr int32_t kMaxStageThreads = 1024;
-inline constexpr int32_t kMaxStageCheckpoints = 256;  // per sequence
+inline constexpr int32_t kMaxStageCheckpoints = 2048;  // per sequence (their bytes are budgeted like the rest)
 
 // Refuses a stage whose layer flags do not match the model or whose sequences, context, batch,
 // threads or checkpoints are outside the bounds above: the one check of a stage's shape, made by the
@@ -70,12 +70,13 @@ inline constexpr int32_t kMaxStageCheckpoints = 256;  // per sequence
 Status check_stage(const StageConfig& stage, const HParams& hp);
 
 // The recurrent state (`state`) and its checkpoints (`checkpoints`) of the layers the stage owns, n_seq
-// sequences of n_checkpoints each: memory::RecurrentState's own sizes for the runner's configuration.
+// sequences of n_checkpoints each: memory::RecurrentState's own sizes for the runner's configuration
+// (none when the layer flags do not match the model: check_stage refuses such a stage).
 struct RecurrentBytes {
   uint64_t state = 0;
   uint64_t checkpoints = 0;
 };
-RecurrentBytes recurrent_bytes(const HParams& layer_hp, const std::vector<uint8_t>& owned, int32_t n_seq,
+RecurrentBytes recurrent_bytes(const HParams& shard_hp, const std::vector<uint8_t>& owned, int32_t n_seq,
                                int32_t n_checkpoints);
 
 // A tensor-split member that drafts with the MTP block needs every vocabulary row of an untied head:

@@ -154,8 +154,8 @@ constexpr size_t kTrimAfterBytes = size_t(1) << 20;
 // thresholds give blocks from 4 MiB back on free and shrink heaps with more than 256 KiB free at the
 // top. Per-token buffers are smaller and stay in the heap. Every worker thread would also get an
 // arena of its own (glibc allows 8 per core), each keeping the fragments of the largest request it
-// served, so a long conversation's server grew with every new thread that answered it (13.7 ->
-// 23.4 MiB of heap at a constant 59k-token prompt, live data flat at 6.5 MiB); four arenas bound it.
+// served, so a long conversation's server grew with every new thread that answered it (figures in
+// bench/README.md); four arenas bound it.
 void fix_allocator_thresholds() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -460,8 +460,7 @@ void FramingHttpServer::worker_loop() {
         close_connection(std::move(c));
       }
       // A long prompt's body, rendering and tokens are freed when it ends, but the allocator keeps
-      // the pages at the size of the largest request seen: give them back once nothing runs
-      // (a 178k-token conversation held 36 MiB more than its live data otherwise).
+      // the pages at the size of the largest request seen: give them back once nothing runs.
       if (active_.empty() && served_since_trim_ >= kTrimAfterBytes) {
         served_since_trim_ = 0;
         trim = true;

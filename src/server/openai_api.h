@@ -37,7 +37,7 @@ class OpenAiCompletions : public WireFormat {
 
 // Usage as OpenAI chat counts it, with prompt_tokens_details.cached_tokens.
 nlohmann::json openai_usage(const TurnUsage& usage);
-// Messages in OpenAI chat's shape (also what the Responses API's items become).
+// Messages in OpenAI chat's shape.
 std::optional<ApiError> parse_openai_messages(const nlohmann::json& msgs, const std::string& where,
                                               std::vector<text::ChatMessage>& out);
 
