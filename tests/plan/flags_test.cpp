@@ -156,6 +156,9 @@ TEST(Flags, request_shapes_outside_the_stage_bounds_are_refused_naming_the_flag)
     return r;
   }();
   EXPECT_TRUE(check_request(ok).ok());
+  Request most_checkpoints = ok;  // serve's --ctx-checkpoints takes up to 1024, plus one for speculation
+  most_checkpoints.n_checkpoints = 1025;
+  EXPECT_TRUE(check_request(most_checkpoints).ok());
   const auto refused = [&](auto change, const char* flag) {
     Request r = ok;
     change(r);
