@@ -9,15 +9,12 @@
 #include <vector>
 
 #include "jinja/jinja.h"
+#include "jinja/limits_test_util.h"
 
 namespace strata::jinja {
 namespace {
 
-std::string repeat(const std::string& s, int n) {
-  std::string out;
-  for (int i = 0; i < n; ++i) out += s;
-  return out;
-}
+using strata::testing::repeat;
 
 // The error message of parsing or rendering `source`, or "" (plus a test failure) if it succeeded.
 std::string error_of(const std::string& source, const RenderOptions& options = {}) {
@@ -28,9 +25,6 @@ std::string error_of(const std::string& source, const RenderOptions& options = {
   ADD_FAILURE() << "rendered " << out->size() << " bytes without error";
   return "";
 }
-
-#define EXPECT_ERROR_MENTIONS(message, needle) \
-  EXPECT_NE((message).find(needle), std::string::npos) << "error was: " << (message)
 
 TEST(JinjaLimits, DeeplyNestedExpressionsAreAParseError) {
   EXPECT_ERROR_MENTIONS(error_of("{{ " + repeat("(", 100000) + "1" + repeat(")", 100000) + " }}"), "nesting too deep");

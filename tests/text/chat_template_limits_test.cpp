@@ -8,20 +8,14 @@
 
 #include "gguf/gguf.h"
 #include "jinja/jinja.h"
+#include "jinja/limits_test_util.h"
 #include "testing/shared_data.h"
 #include "text/chat_template.h"
 
 namespace strata::text {
 namespace {
 
-std::string repeat(const std::string& s, int n) {
-  std::string out;
-  for (int i = 0; i < n; ++i) out += s;
-  return out;
-}
-
-#define EXPECT_ERROR_MENTIONS(message, needle) \
-  EXPECT_NE((message).find(needle), std::string::npos) << "error was: " << (message)
+using strata::testing::repeat;
 
 TEST(ChatTemplateLimits, deeply_nested_json_in_tools_or_arguments_is_refused) {
   const std::string deep = repeat("[", 10000) + repeat("]", 10000);
