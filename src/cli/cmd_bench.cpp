@@ -184,6 +184,7 @@ Command add_bench(CLI::App& app) {
     if (mtp && f->spec_n_max == 0) return fail(make_error("--spec-type draft-mtp times checks: give --spec-draft-n-max"));
     f->model.n_ctx = std::max(f->n_prompt, f->n_gen * (f->spec_n_max + 1)) + 1 + f->n_depth;
     f->model.n_batch = std::max({1, f->n_prompt, f->spec_n_max + 1});
+    f->model.cluster.depth = f->n_depth;  // -ts auto balances, and the plan predicts, at the tests' depth
     runtime::LocalWorkers workers;
     // Each test goes back to its depth through a state checkpoint on recurrent models, and a check
     // takes one before it.

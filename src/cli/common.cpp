@@ -99,6 +99,7 @@ Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::Loca
                                             : runtime::Failover::kReplan;
   cluster.recover_timeout_ms = c.recover_timeout_s * 1000;
   cluster.worker_threads = c.worker_threads;
+  cluster.depth = c.depth;
   net::LinkSecurity security = {c.token, c.tls_ca, c.tls_cert, c.tls_key};
   if (!c.token_file.empty()) {
     STRATA_ASSIGN(security.token, net::read_token_file(c.token_file));

@@ -28,6 +28,7 @@ struct ClusterFlags {
   int32_t timeout_ms = 30000;
   std::string failover = "replan";
   int32_t recover_timeout_s = 60;
+  int32_t depth = 0;  // the context depth -ts auto balances for (bench and plan -d)
 };
 
 struct ModelFlags {

@@ -72,6 +72,8 @@ Result<NodeFacts> RemoteNode::hello() {
     if (!dtype_info(r.type())) return make_error("worker {}: Hello gives a speed for unknown type {}", endpoint_, r.type());
     f.speed.product_rates.emplace_back(static_cast<DType>(r.type()), r.bytes_per_second());
   }
+  f.speed.layer_work = {reply.speed().kv_element_seconds(), reply.speed().kv_query_element_seconds(),
+                        reply.speed().state_element_seconds()};
   if (auto s = f.speed.validate(); !s) return make_error("worker {}: Hello: {}", endpoint_, s.error().message);
   return f;
 }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/system.h"
+#include "model/layer_speed.h"
 #include "net/worker_service.h"
 
 namespace strata::net {
@@ -39,7 +40,7 @@ Status run_worker(const WorkerOptions& options) {
   // once per host, thread count and CPU quota) so that no call waits for it.
   WorkerOptions with_speed = options;
   const int32_t threads = options.threads > 0 ? options.threads : hardware_threads();
-  STRATA_ASSIGN(with_speed.speed, tensor::cached_node_speed(threads, options.speed_cache_dir));
+  STRATA_ASSIGN(with_speed.speed, model::cached_node_speed(threads, options.speed_cache_dir));
   spdlog::info("worker: speed with {} threads ({}): {}", threads,
                with_speed.speed.from_cache ? "cached for this host" : "measured now", with_speed.speed.text());
   WorkerService service(with_speed);

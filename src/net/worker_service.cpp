@@ -142,6 +142,10 @@ Status WorkerService::Hello(grpc::ServerContext* ctx, grpc::ServerReader<v1::Hel
     r->set_type(static_cast<int32_t>(type));
     r->set_bytes_per_second(rate);
   }
+  const tensor::LayerWork& w = options_.speed.layer_work;
+  reply->mutable_speed()->set_kv_element_seconds(w.kv_element);
+  reply->mutable_speed()->set_kv_query_element_seconds(w.kv_query_element);
+  reply->mutable_speed()->set_state_element_seconds(w.state_element);
   return Status::OK;
 }
 

@@ -1,6 +1,8 @@
 // -ts auto and the predicted speed: each node's time per token from the bytes its stage reads per
-// decoded token and the rates its own kernels stream each weight type at (tensor::NodeSpeed); the
-// layer split with the least time per token within memory, and -sm tensor shares with equal times.
+// decoded token and the rates its own kernels stream each weight type at, plus the attention over the
+// cache at the request's depth and the delta rule of Gated DeltaNet layers, at the node's measured
+// per-element costs (tensor::NodeSpeed); the layer split with the least time per token within memory,
+// and -sm tensor shares with equal times.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -38,25 +40,40 @@ std::optional<uint64_t> token_read(const model::Model& model, const model::Model
   return bytes;
 }
 
+using Reads = std::vector<std::pair<DType, uint64_t>>;
+
+// What one unit (a layer, or the output head) asks of a node per decoded token: its weight reads and
+// the layer's own work (attention or delta rule) in the node's slice of its heads.
+struct UnitWork {
+  Reads reads;
+  int32_t layer = -1;  // -1: the output head (products only)
+};
+
+double seconds(const tensor::NodeSpeed& speed, const Reads& reads) {
+  double s = 0;
+  for (const auto& [type, bytes] : reads) s += speed.seconds(type, bytes);
+  return s;
+}
+
 // Per unit (layers 0..n_layer-1, the output n_layer): its bytes per token, by type, on a node that
 // holds it whole (the tied head's token_embd with the output).
-std::vector<std::vector<std::pair<DType, uint64_t>>> unit_reads(const model::Model& model) {
+std::vector<UnitWork> unit_work(const model::Model& model) {
   const int32_t n_layer = model.hparams().n_layer;
   model::StageConfig whole;
   whole.output = true;
-  std::vector<std::vector<std::pair<DType, uint64_t>>> units(static_cast<size_t>(n_layer) + 1);
+  std::vector<UnitWork> units(static_cast<size_t>(n_layer) + 1);
+  for (int32_t il = 0; il < n_layer; ++il) units[il].layer = il;
   for (const model::Model::Tensor& t : model.tensors()) {
     const auto bytes = token_read(model, t, whole, false);
     const int32_t unit = t.decl.name == gguf::names::tensor::kTokenEmbd ? n_layer : std::min(t.decl.layer, n_layer);
-    if (bytes && unit >= 0) units[unit].emplace_back(t.info->type, *bytes);
+    if (bytes && unit >= 0) units[unit].reads.emplace_back(t.info->type, *bytes);
   }
   return units;
 }
 
-double seconds(const tensor::NodeSpeed& speed, const std::vector<std::pair<DType, uint64_t>>& reads) {
-  double s = 0;
-  for (const auto& [type, bytes] : reads) s += speed.seconds(type, bytes);
-  return s;
+double seconds(const tensor::NodeSpeed& speed, const model::HParams& hp, const UnitWork& u, int64_t positions) {
+  const double products = seconds(speed, u.reads);
+  return u.layer < 0 ? products : products + layer_work_seconds(speed, hp, u.layer, positions);
 }
 
 // Componentwise what a node holds for one unit, on top of what it holds with none.
@@ -69,6 +86,19 @@ uint64_t additive(const NodeBytes& b) { return sat_add(sat_add(b.weights, b.kv),
 
 }  // namespace
 
+double layer_work_seconds(const tensor::NodeSpeed& speed, const model::HParams& hp, int32_t il, int64_t positions) {
+  if (hp.is_recurrent(il)) {
+    return speed.recurrent_seconds(int64_t{hp.ssm_n_v_heads} * hp.ssm_head_k_dim() * hp.ssm_head_v_dim());
+  }
+  if (hp.n_head_kv <= 0) return 0;
+  return speed.attention_seconds(positions, hp.n_head_kv, int64_t{hp.head_dim_k} + hp.head_dim_v, hp.n_head / hp.n_head_kv);
+}
+
+int64_t attended_positions(const Request& request) {
+  const int64_t per_seq = request.n_ctx / std::max(1, request.n_seq);
+  return std::clamp<int64_t>(int64_t{request.depth} + 1, 1, std::max<int64_t>(1, per_seq));
+}
+
 bool speeds_known(const std::vector<Node>& nodes) {
   return std::all_of(nodes.begin(), nodes.end(), [](const Node& n) { return n.speed.known(); });
 }
@@ -78,12 +108,13 @@ bool auto_split(const Request& request) {
   return request.tensor_split_auto || (!ts_given && request.n_gpu_layers < 0 && request.overrides.empty());
 }
 
-std::vector<double> speed_shares(const model::Model& model, const std::vector<Node>& nodes) {
-  const auto units = unit_reads(model);
+std::vector<double> speed_shares(const model::Model& model, const std::vector<Node>& nodes, const Request& request) {
+  const auto units = unit_work(model);
+  const int64_t positions = attended_positions(request);
   std::vector<double> shares;
   for (const Node& n : nodes) {
     double total = 0;
-    for (const auto& u : units) total += seconds(n.speed, u);
+    for (const auto& u : units) total += seconds(n.speed, model.hparams(), u, positions);
     shares.push_back(total > 0 ? 1.0 / total : 0.0);
   }
   return shares;
@@ -97,14 +128,15 @@ class LayerCosts {
  public:
   LayerCosts(const model::Model& model, const std::vector<Node>& nodes, const Request& request) : nodes_(nodes) {
     const int32_t n_units = model.hparams().n_layer + 1;
-    const auto reads = unit_reads(model);
+    const auto units = unit_work(model);
+    const int64_t positions = attended_positions(request);
     const std::vector<int32_t> none(static_cast<size_t>(n_units), -1);
     empty_ = node_bytes(model, nodes, request, none);
     time_.assign(nodes.size(), std::vector<double>(n_units + 1, 0.0));
     mem_.assign(nodes.size(), std::vector<UnitBytes>(n_units));
     for (size_t n = 0; n < nodes.size(); ++n) {
       for (int32_t u = 0; u < n_units; ++u) {
-        time_[n][u + 1] = time_[n][u] + seconds(nodes[n].speed, reads[u]);
+        time_[n][u + 1] = time_[n][u] + seconds(nodes[n].speed, model.hparams(), units[u], positions);
         std::vector<int32_t> one(none);
         one[u] = static_cast<int32_t>(n);
         const NodeBytes b = node_bytes(model, nodes, request, one)[n];
@@ -234,12 +266,54 @@ double link_seconds(const Plan& p, int32_t n_layer) {
 
 }  // namespace
 
-void predict(const model::Model& model, bool explicit_flags, Plan& p) {
+namespace {
+
+// Seconds a stage's decoded token takes on its node: its products and its layers' own work in its
+// slice of the heads.
+double stage_seconds(const model::Model& model, const Node& node, const model::StageConfig& st, int64_t positions) {
+  const model::HParams hp = model::shard_hparams(model.hparams(), st.shard);
+  double s = seconds(node.speed, read_per_token(model, st, false));
+  for (int32_t il = 0; il < static_cast<int32_t>(st.owned.size()); ++il) {
+    if (st.owned[il]) s += layer_work_seconds(node.speed, hp, il, positions);
+  }
+  return s;
+}
+
+// "attention + MoE", "Gated DeltaNet + FFN": what layer il is made of.
+std::string layer_kind(const model::Model& model, int32_t il) {
+  bool moe = false;
+  for (const model::Model::Tensor& t : model.tensors()) moe = moe || (t.decl.layer == il && t.decl.n_experts > 0 && !t.decl.mtp);
+  return fmt::format("{} + {}", model.hparams().is_recurrent(il) ? "Gated DeltaNet" : "attention", moe ? "MoE" : "FFN");
+}
+
+// The first layer of each kind, and every node's tokens/s running it whole.
+std::vector<LayerKindSpeed> layer_kind_speeds(const model::Model& model, const std::vector<Node>& nodes, int64_t positions) {
+  const auto units = unit_work(model);
+  std::vector<LayerKindSpeed> kinds;
+  for (int32_t il = 0; il < model.hparams().n_layer; ++il) {
+    std::string kind = layer_kind(model, il);
+    if (std::any_of(kinds.begin(), kinds.end(), [&](const LayerKindSpeed& k) { return k.kind == kind; })) continue;
+    LayerKindSpeed k{std::move(kind), il, {}};
+    for (const Node& n : nodes) {
+      const double s = seconds(n.speed, model.hparams(), units[il], positions);
+      k.tokens_per_s.push_back(s > 0 ? 1.0 / s : 0.0);
+    }
+    kinds.push_back(std::move(k));
+  }
+  return kinds;
+}
+
+}  // namespace
+
+void predict(const model::Model& model, const Request& request, bool explicit_flags, Plan& p) {
   if (!speeds_known(p.nodes)) return;
+  const int64_t positions = attended_positions(request);
+  p.predicted_depth = static_cast<int32_t>(positions - 1);
+  p.layer_kinds = layer_kind_speeds(model, p.nodes, positions);
   p.predicted_ms.assign(p.nodes.size(), 0.0);
   double busiest = 0, sum = 0;
   for (size_t n = 0; n < p.nodes.size() && n < p.node_stages.size(); ++n) {
-    p.predicted_ms[n] = 1e3 * seconds(p.nodes[n].speed, read_per_token(model, p.node_stages[n], false));
+    p.predicted_ms[n] = 1e3 * stage_seconds(model, p.nodes[n], p.node_stages[n], positions);
     busiest = std::max(busiest, p.predicted_ms[n]);
     sum += p.predicted_ms[n];
   }

@@ -112,7 +112,12 @@ bool speeds_known(const std::vector<Node>& nodes);
 // -ts auto, or what none of -ts, -ngl and -ot means.
 bool auto_split(const Request& request);
 // Per node, its -sm tensor share under -ts auto: 1 / its predicted time for the whole model.
-std::vector<double> speed_shares(const model::Model& model, const std::vector<Node>& nodes);
+std::vector<double> speed_shares(const model::Model& model, const std::vector<Node>& nodes, const Request& request);
+// Cached positions a decoded token attends to at the request's depth (within a sequence's context).
+int64_t attended_positions(const Request& request);
+// Seconds of layer il's own work beside its products on a node of this speed: attention over
+// `positions` cached positions, or a Gated DeltaNet layer's delta rule (hp: the node's slice).
+double layer_work_seconds(const tensor::NodeSpeed& speed, const model::HParams& hp, int32_t il, int64_t positions);
 // Owners of layers 0..n_layer (contiguous, in node order) that make the slowest node's predicted time
 // per token as small as every node's memory allows; nullopt when no split fits.
 std::optional<std::vector<int32_t>> balance_layers(const model::Model& model, const std::vector<Node>& nodes,
@@ -124,7 +129,7 @@ std::vector<std::pair<DType, uint64_t>> read_per_token(const model::Model& model
                                                        bool held);
 // Fills the plan's predicted times when every node's speed is known; with explicit flags, warns about
 // a node predicted idle more than 30% of the busiest node's time.
-void predict(const model::Model& model, bool explicit_flags, Plan& p);
+void predict(const model::Model& model, const Request& request, bool explicit_flags, Plan& p);
 // "local 10.2 ms, 10.0.0.2:50052 9.8 ms"
 std::string predicted_times(const Plan& p);
 

@@ -110,6 +110,17 @@ struct Request {
   int32_t recover_timeout_ms = 60000;     // --recover-timeout
   int32_t replan_grace_ms = 5000;         // replan: how long a worker that stopped answering is waited for
   std::vector<std::string> lost_nodes;    // set when planning again after these nodes failed
+  // Tokens already in a sequence's context when it decodes: the depth -ts auto balances and the plan
+  // predicts for (strata bench -d, strata plan -d); attention's share of a token grows with it.
+  int32_t depth = 0;
+};
+
+// One layer of a kind the model has ("attention + FFN", "Gated DeltaNet + MoE"), as each node would
+// run it whole at the predicted depth.
+struct LayerKindSpeed {
+  std::string kind;
+  int32_t layer = 0;                // the first layer of the kind
+  std::vector<double> tokens_per_s;  // per node
 };
 
 // One thing the planner decided, and why: data for /v1/cluster and tests; describe() gives the sentence.
@@ -163,10 +174,13 @@ struct Plan {
   std::vector<std::string> slices;       // -sm tensor: each node's slices in words (empty: not a member)
   std::vector<std::string> warnings;
   // Predicted from the nodes' measured speeds (0 where a speed is unknown): per node, the ms its
-  // one-token products take per token; the ms the links add per token; tokens/s of one sequence.
+  // one-token products and its layers' attention / delta rule take per token; the ms the links add
+  // per token; tokens/s of one sequence.
   std::vector<double> predicted_ms;
   double predicted_link_ms = 0;
   double predicted_tokens_per_s = 0;
+  int32_t predicted_depth = 0;             // the context depth the prediction is for
+  std::vector<LayerKindSpeed> layer_kinds;  // predicted per node for one layer of each kind
 
   // Layers owned by `node`, as flags per layer.
   std::vector<uint8_t> owned_by(int32_t node) const;

@@ -56,6 +56,9 @@ Status check_request(const Request& r) {
     return make_error("plan: {} state checkpoints per sequence out of range 0..{} (--ctx-checkpoints)", r.n_checkpoints,
                       model::kMaxStageCheckpoints);
   }
+  if (r.depth < 0 || r.depth >= r.n_ctx / r.n_seq) {
+    return make_error("plan: depth {} is outside a sequence's context of {} tokens (-d)", r.depth, r.n_ctx / r.n_seq);
+  }
   return {};
 }
 
@@ -225,7 +228,7 @@ Result<Plan> place(const model::Model& model, const std::vector<Node>& nodes_in,
   if (auto s = detail::check_budget(model, nodes, request, owner, p.bytes); !s) {
     return refuse(ErrorCode::kResourceExhausted, std::move(s).error());
   }
-  detail::predict(model, owners.flags.explicit_flags, p);
+  detail::predict(model, request, owners.flags.explicit_flags, p);
   if (owners.by_speed) p.decisions.front().detail = detail::predicted_times(p);
   return p;
 }

@@ -97,15 +97,24 @@ std::string predicted_text(const Plan& p) {
     return "predicted: unknown (no measured speed for " + unknown + ")\n";
   }
   const double token_ms = p.predicted_tokens_per_s > 0 ? 1e3 / p.predicted_tokens_per_s : 0.0;
-  std::string s = fmt::format("predicted: {:.1f} tokens/s for one sequence ({:.2f} ms per token: {} {:.2f} ms of one-token "
-                              "products + {:.2f} ms on the links); ms/token is each node's share, from the bytes it reads "
-                              "per token and its measured rate per weight type\n",
-                              p.predicted_tokens_per_s, token_ms,
+  std::string s = fmt::format("predicted: {:.1f} tokens/s for one sequence at depth {} ({:.2f} ms per token: {} {:.2f} ms "
+                              "of products and layer work + {:.2f} ms on the links); ms/token is each node's share, from the "
+                              "bytes it reads per token at its measured rate per weight type, and its attention over the "
+                              "cache and delta rule at its measured cost per element\n",
+                              p.predicted_tokens_per_s, p.predicted_depth, token_ms,
                               p.split_mode == SplitMode::kTensor ? "the busiest member's" : "every stage in turn,",
                               token_ms - p.predicted_link_ms, p.predicted_link_ms);
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     s += fmt::format("  speed of {} ({} threads): {}\n", detail::node_label(p.nodes, static_cast<int32_t>(n)), p.nodes[n].threads,
                      p.nodes[n].speed.text());
+  }
+  for (const LayerKindSpeed& k : p.layer_kinds) {
+    std::string per_node;
+    for (size_t n = 0; n < k.tokens_per_s.size(); ++n) {
+      per_node += fmt::format("{}{} {:.0f}", per_node.empty() ? "" : ", ", detail::node_label(p.nodes, static_cast<int32_t>(n)),
+                              k.tokens_per_s[n]);
+    }
+    s += fmt::format("  one {} layer (layer {}), tokens/s: {}\n", k.kind, k.layer, per_node);
   }
   return s;
 }

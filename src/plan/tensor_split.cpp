@@ -56,9 +56,9 @@ Result<Group> choose_group(const std::vector<Node>& nodes, const Request& reques
 }
 
 // -ts auto: every node, weighed by its speed on this model.
-Group speed_group(const model::Model& model, const std::vector<Node>& nodes) {
+Group speed_group(const model::Model& model, const std::vector<Node>& nodes, const Request& request) {
   Group g;
-  const std::vector<double> shares = speed_shares(model, nodes);
+  const std::vector<double> shares = speed_shares(model, nodes, request);
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (shares[i] > 0) g.members.push_back(static_cast<int32_t>(i)), g.weights.push_back(shares[i]);
   }
@@ -329,7 +329,7 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
   STRATA_TRY(check_tensor_flags(nodes, request, hp.n_layer));
   STRATA_ASSIGN(Group g, choose_group(nodes, request));
   const bool by_speed = auto_split(request) && speeds_known(nodes);
-  if (by_speed) g = speed_group(model, nodes);
+  if (by_speed) g = speed_group(model, nodes, request);
   if (request.mtp && g.members.front() != 0) {
     return make_error("plan: --spec-type draft-mtp under -sm tensor drafts on this machine, but {} gives it no share; "
                       "give -ts {} values (this machine first)", g.flag_text, nodes.size());
@@ -343,7 +343,7 @@ Result<Plan> make_tensor_plan(const model::Model& model, std::vector<Node> nodes
   note_empty_slices(model, units, p.nodes, g, cut.shards, p.warnings);
   warn_nodes_without_share(p, g);
   STRATA_TRY(check_tensor_fit(p));
-  predict(model, !by_speed && !g.by_memory, p);
+  predict(model, request, !by_speed && !g.by_memory, p);
   if (by_speed && !p.predicted_ms.empty()) {
     Decision& split = p.decisions.back();
     split.why += fmt::format("{}the shares make every member's predicted time per token equal within memory ({})",

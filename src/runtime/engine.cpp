@@ -12,7 +12,7 @@
 
 #include "base/system.h"
 #include "runtime/tensor_group.h"
-#include "tensor/node_speed.h"
+#include "model/layer_speed.h"
 
 namespace strata::runtime {
 namespace {
@@ -49,6 +49,7 @@ plan::Request plan_request(const EngineOptions& options, const model::HParams& h
   request.failover = options.cluster.failover;
   request.recover_timeout_ms = options.cluster.recover_timeout_ms;
   request.replan_grace_ms = std::min(5000, options.cluster.recover_timeout_ms / 2);
+  request.depth = options.cluster.depth;
   return request;
 }
 
@@ -75,7 +76,7 @@ Result<plan::Node> worker_node(exec::StageExecutor& worker, const ClusterOptions
 plan::Node this_machine(int32_t threads, bool with_speed) {
   plan::Node n = plan::local_node(threads);
   if (!with_speed) return n;
-  auto speed = tensor::cached_node_speed(threads, default_cache_dir());
+  auto speed = model::cached_node_speed(threads, default_cache_dir());
   if (!speed.ok()) {
     spdlog::warn("this machine's speed is unknown ({}): the plan splits by usable memory", speed.error().message);
     return n;

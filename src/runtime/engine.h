@@ -34,6 +34,7 @@ struct ClusterOptions {
   bool strict_placement = false;
   int32_t timeout_ms = 30000;             // deadline of every call to a worker
   int32_t worker_threads = 0;             // threads each worker uses (0: its own -t)
+  int32_t depth = 0;                      // context depth -ts auto balances and the plan predicts for
   Failover failover = Failover::kReplan;  // --failover
   int32_t recover_timeout_ms = 60000;     // --recover-timeout: how long requests in flight wait for it
   exec::Transport transport;              // how workers are reached (net::grpc_transport); needed with workers

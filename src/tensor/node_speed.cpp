@@ -200,16 +200,38 @@ double NodeSpeed::seconds(DType type, uint64_t bytes) const {
   return slowest > 0 ? static_cast<double>(bytes) / slowest : 0;
 }
 
+double NodeSpeed::attention_seconds(int64_t positions, int64_t kv_heads, int64_t dk_plus_dv, int64_t group) const {
+  const double elements = static_cast<double>(positions) * static_cast<double>(kv_heads) * static_cast<double>(dk_plus_dv);
+  return elements * (layer_work.kv_element + static_cast<double>(group) * layer_work.kv_query_element);
+}
+
+double NodeSpeed::recurrent_seconds(int64_t state_elements) const {
+  return static_cast<double>(state_elements) * layer_work.state_element;
+}
+
 std::string NodeSpeed::text() const {
   if (!known()) return "not measured";
   std::string rates;
   for (const auto& [t, rate] : product_rates) rates += fmt::format("{}{} {:.1f}", rates.empty() ? "" : ", ", dtype_name(t), rate / 1e9);
-  return fmt::format("read {:.1f} GB/s; one-token products {} GB/s", read_bandwidth / 1e9, rates);
+  std::string s = fmt::format("read {:.1f} GB/s; one-token products {} GB/s", read_bandwidth / 1e9, rates);
+  if (layer_work.known()) {
+    s += fmt::format("; attention {:.3f} ns per cached K/V element + {:.3f} per query head; delta rule {:.3f} ns per "
+                     "state element",
+                     1e9 * layer_work.kv_element, 1e9 * layer_work.kv_query_element, 1e9 * layer_work.state_element);
+  }
+  return s;
 }
 
 Status NodeSpeed::validate() const {
   const auto bad = [](double v) { return !std::isfinite(v) || v <= 0 || v > kMaxRate; };
   if (read_bandwidth != 0 && bad(read_bandwidth)) return make_error("node speed: read bandwidth {} out of range", read_bandwidth);
+  const LayerWork& w = layer_work;
+  for (const auto& [value, name] : {std::pair{w.kv_element, "attention seconds per element"},
+                                    std::pair{w.kv_query_element, "attention seconds per element and query head"},
+                                    std::pair{w.state_element, "delta rule seconds per state element"}}) {
+    // A millisecond per element is beyond any CPU; 0 means not measured.
+    if (!std::isfinite(value) || value < 0 || value > 1e-3) return make_error("node speed: {} {} out of range", name, value);
+  }
   if (product_rates.size() > 64) return make_error("node speed: {} product rates is too many", product_rates.size());
   for (size_t i = 0; i < product_rates.size(); ++i) {
     const auto& [type, rate] = product_rates[i];
@@ -222,7 +244,7 @@ Status NodeSpeed::validate() const {
   return {};
 }
 
-Result<NodeSpeed> measure_node_speed(int32_t threads, double seconds_per_type) {
+Result<NodeSpeed> measure_product_speed(int32_t threads, double seconds_per_type) {
   if (threads < 1 || threads > 1024) return make_error("node speed: {} threads out of range 1..1024", threads);
   ThreadPool pool(threads);
   NodeSpeed s;
@@ -242,13 +264,27 @@ Result<NodeSpeed> measure_node_speed(int32_t threads, double seconds_per_type) {
 
 namespace {
 
-std::string cpu_model_name() {
+// The first processor's model name, family, model and stepping (/proc/cpuinfo): hosts sold under
+// one name ("AMD EPYC") differ in generation.
+std::string cpu_identity() {
   std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 1);
+  std::string line, name = " unknown cpu", revision;
+  while (std::getline(in, line) && !line.empty()) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string value = line.substr(colon + 1);
+    if (line.rfind("model name", 0) == 0) name = value;
+    else if (line.rfind("cpu family", 0) == 0 || line.rfind("stepping", 0) == 0) revision += value;
+    else if (line.rfind("model", 0) == 0) revision += value;
   }
-  return "unknown cpu";
+  return name + ";" + revision;
+}
+
+std::string memory_total() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  std::getline(in, line);  // "MemTotal:  N kB"
+  return line.substr(line.find(':') + 1);
 }
 
 // FNV-1a, as a file name for the key.
@@ -266,6 +302,9 @@ Result<NodeSpeed> read_speed(const std::string& path, const std::string& key) {
   std::string name;
   double rate = 0;
   if (!(in >> name >> s.read_bandwidth) || name != "read") return make_error("cached speed: no read bandwidth");
+  LayerWork& w = s.layer_work;
+  if (!(in >> name >> w.kv_element >> w.kv_query_element) || name != "attention") return make_error("cached speed: no attention");
+  if (!(in >> name >> w.state_element) || name != "recurrent") return make_error("cached speed: no recurrent state");
   while (in >> name >> rate) {
     const auto type = dtype_from_name(name);
     if (!type) return make_error("cached speed: unknown type '{}'", name.substr(0, 32));
@@ -280,7 +319,9 @@ Status write_speed(const std::string& path, const std::string& key, const NodeSp
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
+    const LayerWork& w = s.layer_work;
     out << key << "\nread " << fmt::format("{:.17g}", s.read_bandwidth) << "\n";
+    out << fmt::format("attention {:.17g} {:.17g}\nrecurrent {:.17g}\n", w.kv_element, w.kv_query_element, w.state_element);
     for (const auto& [t, rate] : s.product_rates) out << dtype_name(t) << " " << fmt::format("{:.17g}", rate) << "\n";
     if (!out) return make_error("{}: cannot write", tmp);
   }
@@ -303,23 +344,24 @@ struct FileLock {
 std::string node_speed_key(int32_t threads) {
   std::string features;
   for (const std::string& f : kernel_features()) features += " " + f;
-  return fmt::format("strata node speed v1; cpu{}; kernels{}; threads {}; quota {:.3f} cores", cpu_model_name(),
-                     features, threads, cpu_quota_cores());
+  return fmt::format("strata node speed v2; cpu{}; memory{}; kernels{}; threads {}; quota {:.3f} cores", cpu_identity(),
+                     memory_total(), features, threads, cpu_quota_cores());
 }
 
-Result<NodeSpeed> cached_node_speed(int32_t threads, const std::string& cache_dir) {
+Result<NodeSpeed> cached_node_speed(int32_t threads, const std::string& cache_dir, const SpeedProbe& measure) {
   const std::string key = node_speed_key(threads);
   const std::filesystem::path dir = std::filesystem::path(cache_dir) / "node-speed";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return measure_node_speed(threads);  // no cache: measure every start
+  if (ec) return measure(threads);  // no cache: measure every start
   const std::string path = (dir / key_file(key)).string();
   FileLock lock((dir / ".lock").string());
   if (auto cached = read_speed(path, key); cached.ok()) {
     cached->from_cache = true;
     return cached;
   }
-  STRATA_ASSIGN(NodeSpeed s, measure_node_speed(threads));
+  STRATA_ASSIGN(NodeSpeed s, measure(threads));
+  STRATA_TRY(s.validate());
   (void)write_speed(path, key, s);  // a cache that cannot be written only costs the next start a measurement
   return s;
 }

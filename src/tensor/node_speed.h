@@ -2,10 +2,14 @@
 // Decoding one token streams each weight matrix once through a one-token product, so a node's time
 // per token is, per weight type, the bytes its layers read over the rate its kernels stream that type
 // (bound by memory bandwidth on one host, by the kernel's instructions on another: measuring the
-// product itself covers both). Measured once per host, threads and CPU quota, and cached.
+// product itself covers both). Beside the products, a token's attention reads the KV cache and a
+// Gated DeltaNet layer updates its recurrent state: their per-element costs (LayerWork) are measured
+// with the layers' own kernels (model/layer_speed.h). Measured once per host, threads and CPU quota,
+// and cached.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,26 +19,41 @@
 
 namespace strata::tensor {
 
+// Seconds a decoded token's non-product work takes per element, with the node's threads.
+struct LayerWork {
+  double kv_element = 0;        // attention: per cached K or V element read (positions x KV heads x (d_k + d_v))
+  double kv_query_element = 0;  // attention: that again for every query head that reads the KV head
+  double state_element = 0;     // Gated DeltaNet: per recurrent state element (value heads x d_k x d_v)
+  bool known() const { return kv_element > 0 && state_element > 0; }
+  bool operator==(const LayerWork&) const = default;
+};
+
 struct NodeSpeed {
   double read_bandwidth = 0;  // bytes/s streaming reads with the node's threads
   // Per weight type: GGUF bytes per second through one-token products (this node's layout, repacked
   // or not), with the node's threads.
   std::vector<std::pair<DType, double>> product_rates;
+  LayerWork layer_work;     // zero where not measured (then only the products are predicted)
   bool from_cache = false;  // read from this host's cache rather than measured by this process
-
 
   bool known() const { return !product_rates.empty(); }
   // Seconds one-token products of `bytes` of `type` weights take: its rate, or the slowest measured
   // type's for a type not measured. 0 when nothing is known.
   double seconds(DType type, uint64_t bytes) const;
+  // Seconds one token's attention over `positions` cached positions takes: `kv_heads` heads of
+  // d_k + d_v elements each, every one read by `group` query heads.
+  double attention_seconds(int64_t positions, int64_t kv_heads, int64_t dk_plus_dv, int64_t group) const;
+  // Seconds one token's gated delta rule takes over `state_elements` (value heads x d_k x d_v).
+  double recurrent_seconds(int64_t state_elements) const;
   // Checks every figure is finite, positive and below 10 TB/s, types valid and not repeated: for a
   // speed that came over the network or from a file.
   Status validate() const;
-  // "read 41.2 GB/s; products F32 20.1, ..., Q6_K 21.0 GB/s" ("not measured" when unknown).
+  // "read 41.2 GB/s; one-token products F32 20.1, ..., Q6_K 21.0 GB/s; attention ..." ("not measured"
+  // when unknown).
   std::string text() const;
 };
 
-// The types measure_node_speed times (the ones decoding spends its time on).
+// The types measure_product_speed times (the ones decoding spends its time on).
 const std::vector<DType>& measured_types();
 
 // Read bandwidth with `threads` threads, bytes/s, measured as decode reads weights: each thread of a
@@ -46,13 +65,17 @@ Result<double> measure_read_bandwidth(int32_t threads, uint64_t bytes = uint64_t
 
 // Times one-token products of a matrix far larger than the caches for each measured type (repacked
 // where this process repacks), each over at least `seconds_per_type` of wall time so that a CPU quota
-// (cgroup cpu.max, enforced per 100 ms period) shows in the average, then the read bandwidth.
-Result<NodeSpeed> measure_node_speed(int32_t threads, double seconds_per_type = 0.5);
+// (cgroup cpu.max, enforced per 100 ms period) shows in the average, then the read bandwidth. The
+// layer work is left unknown (model::measure_node_speed adds it).
+Result<NodeSpeed> measure_product_speed(int32_t threads, double seconds_per_type = 0.5);
 
-// What names this host's speed in the cache: CPU model, kernel features, threads, CPU quota.
+// What names this host's speed in the cache: CPU model and revision, memory, kernel features,
+// threads, CPU quota.
 std::string node_speed_key(int32_t threads);
-// The speed cached under cache_dir/node-speed for node_speed_key(threads), else measured and cached.
-// One process measures at a time on a host (a lock file), so parallel workers do not time each other.
-Result<NodeSpeed> cached_node_speed(int32_t threads, const std::string& cache_dir);
+// The speed cached under cache_dir/node-speed for node_speed_key(threads), else `measure(threads)`
+// cached. One process measures at a time on a host (a lock file), so parallel workers do not time
+// each other. model::cached_node_speed passes the whole probe (products and layer work).
+using SpeedProbe = std::function<Result<NodeSpeed>(int32_t threads)>;
+Result<NodeSpeed> cached_node_speed(int32_t threads, const std::string& cache_dir, const SpeedProbe& measure);
 
 }  // namespace strata::tensor

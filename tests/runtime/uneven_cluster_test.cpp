@@ -80,7 +80,11 @@ TEST_F(UnevenCluster, the_plan_follows_the_speeds_the_workers_measured) {
     nodes.push_back(std::move(*node));
   }
   // The held worker measured itself slower at what these plans weigh (F32 products).
-  for (const plan::Node& n : nodes) ASSERT_TRUE(n.speed.known()) << n.name;
+  // Every figure crossed Hello, the layer work (attention, delta rule) too.
+  for (const plan::Node& n : nodes) {
+    ASSERT_TRUE(n.speed.known()) << n.name;
+    EXPECT_TRUE(n.speed.layer_work.known()) << n.name << ": " << n.speed.text();
+  }
   const double fast = nodes[1].speed.seconds(DType::F32, 1), slow = nodes[2].speed.seconds(DType::F32, 1);
   EXPECT_GT(slow, 1.3 * fast) << nodes[1].speed.text() << " | " << nodes[2].speed.text();
   EXPECT_GT(nodes[1].link_seconds, 0);
