@@ -2,20 +2,23 @@
 # An uneven cluster on one machine: this machine and one local worker held to half a core of CPU time
 # (--local-worker-cpus 0.5), each with one thread, decoding with -ts 1,1 against -ts auto, layer and
 # tensor split, interleaved, with the plan's predicted tokens/s beside each measured figure:
-#   bench/uneven.sh MODEL [repetitions] [rounds]
+#   bench/uneven.sh MODEL [repetitions] [rounds] [depth]
+# depth (llama-bench's -d, default 0): tokens already in the context; the plan balances and predicts
+# for it (attention over the cache, at each node's measured cost per element).
 # Needs a writable cgroup cpu controller (root; cgroup v1 "cpu", or v2 with cpu enabled). Two nodes on
 # a 2-core machine: each member of a tensor split has a core to itself (a third would share one, and
 # its waits would take CPU time from the others). Speeds are measured once per host and CPU share.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STRATA=${STRATA:-build/src/cli/strata}
-MODEL=${1:?usage: bench/uneven.sh MODEL [repetitions] [rounds]}
+MODEL=${1:?usage: bench/uneven.sh MODEL [repetitions] [rounds] [depth]}
 REPS=${2:-3}
 ROUNDS=${3:-2}
+DEPTH=${4:-0}
 
 run() {  # split-mode ts -> "predicted measured"
   local out predicted measured
-  out=$("$STRATA" bench -m "$MODEL" -p 0 -n 32 -r "$REPS" -t 1 -sm "$1" --local-workers 1 --local-worker-cpus 0.5 \
+  out=$("$STRATA" bench -m "$MODEL" -p 0 -n 32 -d "$DEPTH" -r "$REPS" -t 1 -sm "$1" --local-workers 1 --local-worker-cpus 0.5 \
         -ts "$2" -o json 2>&1)
   predicted=$(grep -o 'predicted: [0-9.]* tokens/s' <<<"$out" | head -1 | awk '{print $2}')
   measured=$(grep -o '"avg_ts": *[0-9.]*' <<<"$out" | tail -1 | awk -F: '{printf "%.2f", $2}')
