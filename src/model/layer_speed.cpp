@@ -1,7 +1,6 @@
 #include "model/layer_speed.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -19,51 +18,32 @@
 namespace strata::model {
 namespace {
 
-// Shapes of the probes: common head widths, and buffers (64 MiB each) walked layer after layer as
-// decoding walks the model's layers.
+// Shapes of the probes: common head widths, and buffers walked layer after layer as decoding walks
+// the model's layers. Decoding reads a layer's weights between two layers' attention or delta rule,
+// so their cache or state comes from memory: the probes cycle through 128 MiB (more than any L3 they
+// run on keeps), so each call finds its layer evicted by the others.
 constexpr int32_t kKvHeads = 8;
 constexpr int32_t kHeadDim = 128;
 constexpr int32_t kDepth = 4096;
-constexpr int32_t kKvLayers = 4;
+constexpr int32_t kKvLayers = 8;      // 16 MiB of F16 K and V each
 constexpr int32_t kValueHeads = 32;
-constexpr int32_t kStateLayers = 32;
+constexpr int32_t kStateLayers = 64;  // 2 MiB of F32 state each
 
 using Clock = std::chrono::steady_clock;
 
-// Decoding reads a layer's weights between two layers' attention or delta rule, so their cache or
-// state comes from memory, not from a cache the probe itself warmed: a read of this many bytes
-// between timed calls evicts the last call's data (the layers' own buffers alone may fit a large L3).
-constexpr size_t kEvictBytes = size_t{64} << 20;
-
-class Evictor {
- public:
-  Evictor() : buf_(kEvictBytes / sizeof(uint64_t), 1) {}
-  void run() {
-    uint64_t s = 0;
-    for (size_t i = 0; i < buf_.size(); i += 8) s += buf_[i];  // one word per cache line
-    sink_.fetch_add(s, std::memory_order_relaxed);              // keeps the reads
-  }
-
- private:
-  std::vector<uint64_t> buf_;
-  std::atomic<uint64_t> sink_{0};
-};
-
-// Calls fn(i) for i = 0, 1, ..., each after an untimed eviction, until the calls took `seconds`;
-// their average seconds.
+// Calls fn(0), fn(1), ... back to back until they took `seconds`; their average seconds. Timed as one
+// stretch, as a token's work runs: under a CPU quota the throttled time lands in it (short calls timed
+// one by one, with untimed work between them, caught fresh quota and measured a held node too fast).
 template <typename Fn>
 double seconds_per_call(double seconds, Fn fn) {
-  Evictor evict;
   fn(0);  // warm-up: threads awake, buffers touched
   int64_t calls = 0;
-  double timed = 0;
-  for (; calls == 0 || timed < seconds; ++calls) {
-    evict.run();
-    const auto start = Clock::now();
-    fn(calls);
-    timed += std::chrono::duration<double>(Clock::now() - start).count();
+  const auto start = Clock::now();
+  double elapsed = 0;
+  for (; calls == 0 || elapsed < seconds; elapsed = std::chrono::duration<double>(Clock::now() - start).count()) {
+    fn(++calls);
   }
-  return timed / static_cast<double>(calls);
+  return elapsed / static_cast<double>(calls);
 }
 
 std::vector<float> random_values(size_t n, float scale, uint32_t seed) {
