@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -268,15 +269,32 @@ double link_seconds(const Plan& p, int32_t n_layer) {
 
 namespace {
 
-// Seconds a stage's decoded token takes on its node: its products and its layers' own work in its
-// slice of the heads.
-double stage_seconds(const model::Model& model, const Node& node, const model::StageConfig& st, int64_t positions) {
-  const model::HParams hp = model::shard_hparams(model.hparams(), st.shard);
-  double s = seconds(node.speed, read_per_token(model, st, false));
-  for (int32_t il = 0; il < static_cast<int32_t>(st.owned.size()); ++il) {
-    if (st.owned[il]) s += layer_work_seconds(node.speed, hp, il, positions);
+// Where a tensor's products fall in a decoded token: a layer's attention or delta rule (with its
+// norms), its FFN, or the output head. -sm tensor members add their partial sums after each of these
+// sub-layers, so each ends at the slowest member.
+size_t segment_of(const model::TensorDecl& d, int32_t n_layer) {
+  if (d.name == gguf::names::tensor::kTokenEmbd || d.layer >= n_layer) return 2 * static_cast<size_t>(n_layer);  // the head
+  if (d.layer < 0) return 0;
+  const bool ffn = d.name.find(".ffn_") != std::string::npos || d.name.find("post_attention_norm") != std::string::npos;
+  return 2 * static_cast<size_t>(d.layer) + (ffn ? 1 : 0);
+}
+
+// Seconds a stage's decoded token takes on its node, per sub-layer (segment_of): its products and its
+// layers' own work in its slice of the heads.
+std::vector<double> segment_seconds(const model::Model& model, const Node& node, const model::StageConfig& st,
+                                    int64_t positions) {
+  const int32_t n_layer = model.hparams().n_layer;
+  std::vector<double> seg(2 * static_cast<size_t>(n_layer) + 1, 0.0);
+  const std::set<std::string> has(st.tensors.begin(), st.tensors.end());
+  for (const model::Model::Tensor& t : model.tensors()) {
+    if (!has.count(t.decl.name)) continue;
+    if (const auto bytes = token_read(model, t, st, false)) seg[segment_of(t.decl, n_layer)] += node.speed.seconds(t.info->type, *bytes);
   }
-  return s;
+  const model::HParams hp = model::shard_hparams(model.hparams(), st.shard);
+  for (int32_t il = 0; il < static_cast<int32_t>(st.owned.size()) && il < n_layer; ++il) {
+    if (st.owned[il]) seg[2 * static_cast<size_t>(il)] += layer_work_seconds(node.speed, hp, il, positions);
+  }
+  return seg;
 }
 
 // "attention + MoE", "Gated DeltaNet + FFN": what layer il is made of.
@@ -311,14 +329,19 @@ void predict(const model::Model& model, const Request& request, bool explicit_fl
   p.predicted_depth = static_cast<int32_t>(positions - 1);
   p.layer_kinds = layer_kind_speeds(model, p.nodes, positions);
   p.predicted_ms.assign(p.nodes.size(), 0.0);
+  std::vector<double> slowest_segment;  // -sm tensor: per sub-layer, its slowest member's seconds
   double busiest = 0, sum = 0;
   for (size_t n = 0; n < p.nodes.size() && n < p.node_stages.size(); ++n) {
-    p.predicted_ms[n] = 1e3 * stage_seconds(model, p.nodes[n], p.node_stages[n], positions);
+    const std::vector<double> seg = segment_seconds(model, p.nodes[n], p.node_stages[n], positions);
+    p.predicted_ms[n] = 1e3 * std::accumulate(seg.begin(), seg.end(), 0.0);
     busiest = std::max(busiest, p.predicted_ms[n]);
     sum += p.predicted_ms[n];
+    slowest_segment.resize(seg.size(), 0.0);
+    for (size_t i = 0; i < seg.size(); ++i) slowest_segment[i] = std::max(slowest_segment[i], seg[i]);
   }
+  const double in_step = 1e3 * std::accumulate(slowest_segment.begin(), slowest_segment.end(), 0.0);
   p.predicted_link_ms = 1e3 * link_seconds(p, model.hparams().n_layer);
-  const double token_ms = (p.split_mode == SplitMode::kTensor ? busiest : sum) + p.predicted_link_ms;
+  const double token_ms = (p.split_mode == SplitMode::kTensor ? in_step : sum) + p.predicted_link_ms;
   p.predicted_tokens_per_s = token_ms > 0 ? 1e3 / token_ms : 0;
   if (!explicit_flags || busiest <= 0) return;
   for (size_t n = 0; n < p.predicted_ms.size(); ++n) {
@@ -338,7 +361,7 @@ std::string predicted_times(const Plan& p) {
   for (size_t n = 0; n < p.predicted_ms.size(); ++n) {
     s += fmt::format("{}{} {:.1f} ms", s.empty() ? "" : ", ", node_label(p.nodes, static_cast<int32_t>(n)), p.predicted_ms[n]);
   }
-  return s;
+  return p.predicted_depth > 0 ? fmt::format("{} at depth {}", s, p.predicted_depth) : s;
 }
 
 }  // namespace strata::plan::detail

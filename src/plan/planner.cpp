@@ -57,7 +57,7 @@ Status check_request(const Request& r) {
                       model::kMaxStageCheckpoints);
   }
   if (r.depth < 0 || r.depth >= r.n_ctx / r.n_seq) {
-    return make_error("plan: depth {} is outside a sequence's context of {} tokens (-d)", r.depth, r.n_ctx / r.n_seq);
+    return make_error("plan: depth {} is outside a sequence's context of {} tokens (-d/--n-depth)", r.depth, r.n_ctx / r.n_seq);
   }
   return {};
 }

@@ -102,7 +102,7 @@ std::string predicted_text(const Plan& p) {
                               "bytes it reads per token at its measured rate per weight type, and its attention over the "
                               "cache and delta rule at its measured cost per element\n",
                               p.predicted_tokens_per_s, p.predicted_depth, token_ms,
-                              p.split_mode == SplitMode::kTensor ? "the busiest member's" : "every stage in turn,",
+                              p.split_mode == SplitMode::kTensor ? "each sub-layer's slowest member (they add partial sums after each)," : "every stage in turn,",
                               token_ms - p.predicted_link_ms, p.predicted_link_ms);
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     s += fmt::format("  speed of {} ({} threads): {}\n", detail::node_label(p.nodes, static_cast<int32_t>(n)), p.nodes[n].threads,

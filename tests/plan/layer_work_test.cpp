@@ -4,6 +4,7 @@
 // layer of each kind the model has on every node.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "model/model.h"
@@ -105,13 +106,38 @@ TEST(LayerWork, a_hybrid_model_shows_each_layer_kind_and_its_delta_rule_counts_s
   EXPECT_NE(text.find("at depth 0"), std::string::npos) << text;
 }
 
+// -sm tensor members add partial sums after every attention and every FFN: a member slow at attention
+// and one slow at products each hold up their own sub-layer, so the pair is slower than its busiest
+// member's total (though not as slow as two members with the worse of both figures).
+TEST(LayerWork, a_tensor_split_waits_for_each_sub_layers_slowest_member) {
+  const auto model = make_model(TinyLlama{}, "layer-work-segments");
+  const tensor::LayerWork fast{1e-10, 0, 1e-9}, slow{1e-8, 0, 1e-9};
+  const Node here = local(), worker = worker_node(kW1, 64 * kGiB, 4);
+  Request r = request();
+  r.split_mode = SplitMode::kTensor;
+  r.tensor_split = {1, 1};
+  r.depth = 1000;
+  // This machine: slow attention, fast products; the worker: the reverse.
+  auto mixed = make_plan(*model, {with_speed(here, 1e10, slow), with_speed(worker, 2.5e8, fast)}, r);
+  auto worst = make_plan(*model, {with_speed(here, 2.5e8, slow), with_speed(worker, 2.5e8, slow)}, r);
+  ASSERT_TRUE(mixed.ok() && worst.ok()) << (mixed.ok() ? worst.error().message : mixed.error().message);
+  const double busiest = *std::max_element(mixed->predicted_ms.begin(), mixed->predicted_ms.end());
+  EXPECT_LT(mixed->predicted_tokens_per_s, 0.8e3 / (busiest + mixed->predicted_link_ms))
+      << mixed->predicted_ms[0] << " " << mixed->predicted_ms[1] << " " << worst->predicted_ms[0];
+  EXPECT_GT(mixed->predicted_tokens_per_s, worst->predicted_tokens_per_s);
+  // Equal members: every sub-layer ends together, so the token is each member's total.
+  auto equal = make_plan(*model, {with_speed(here, 1e9, fast), with_speed(worker, 1e9, fast)}, r);
+  ASSERT_TRUE(equal.ok());
+  EXPECT_NEAR(1e3 / equal->predicted_tokens_per_s, equal->predicted_ms[0] + equal->predicted_link_ms, 1e-9);
+}
+
 TEST(LayerWork, a_depth_outside_a_sequences_context_is_refused_naming_the_flag) {
   for (int32_t depth : {-1, 1024, 1 << 30}) {
     Request r = request();
     r.depth = depth;
     const Status s = check_request(r);
     ASSERT_FALSE(s.ok()) << depth;
-    EXPECT_NE(s.error().message.find("(-d)"), std::string::npos) << s.error().message;
+    EXPECT_NE(s.error().message.find("(-d/--n-depth)"), std::string::npos) << s.error().message;
   }
   Request r = request();
   r.depth = 1023;
