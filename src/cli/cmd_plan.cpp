@@ -38,11 +38,7 @@ Command add_plan(CLI::App& app) {
   cmd->add_option("--cache-ram", *cache_ram, "(-cram) MiB of host memory per node for kept prompt prefixes, as strata serve")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
-  cmd->add_option("-d,--n-depth", f->cluster.depth,
-                  "tokens already in a sequence's context: the depth -ts auto balances and the prediction is for "
-                  "(attention grows with it)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 30));
+  add_depth_flag(*cmd, f->cluster, "-d,--n-depth");
   return [f, checkpoints, cache_ram]() -> int {
     runtime::LocalWorkers workers;
     auto options = engine_options(*f, workers);

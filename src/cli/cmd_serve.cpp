@@ -159,6 +159,7 @@ Command add_serve(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand("serve", "serve the model over an OpenAI-compatible HTTP API");
   add_model_flags(*cmd, f->model);
+  add_depth_flag(*cmd, f->model.cluster, "--n-depth");
   cmd->add_option("--parallel", f->model.n_seq, "(-np) slots: requests decoded together; each gets ctx / np tokens")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));

@@ -134,6 +134,14 @@ Result<std::unique_ptr<runtime::Engine>> load_engine(const ModelFlags& f, runtim
   return engine;
 }
 
+void add_depth_flag(CLI::App& cmd, ClusterFlags& f, const std::string& names) {
+  cmd.add_option(names, f.depth,
+                 "tokens already in a sequence's context: the depth -ts auto balances and the prediction is for "
+                 "(attention grows with it; a coding agent's requests run tens of thousands deep)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 30));
+}
+
 void add_sampling_flags(CLI::App& cmd, sampling::Params& p) {
   cmd.add_option("--temp", p.temp, "temperature; <= 0 is greedy")->capture_default_str();
   cmd.add_option("--top-k", p.top_k, "keep the k most likely tokens (<= 0: all)")->capture_default_str();

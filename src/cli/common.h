@@ -44,6 +44,8 @@ struct ModelFlags {
 // -m, -c, -t, -b, the cluster flags and llama.cpp's common flags (llama_flags.h)
 void add_model_flags(CLI::App& cmd, ModelFlags& f, bool with_context = true);
 void add_cluster_flags(CLI::App& cmd, ClusterFlags& f);
+// The context depth the plan balances and predicts for (plan -d, serve --n-depth; bench sets it to its -d).
+void add_depth_flag(CLI::App& cmd, ClusterFlags& f, const std::string& names);
 
 // Turns flags into engine options, starting --local-workers (kept alive in `workers`). Applies the
 // logging flags and prints the notices of flags without effect first.

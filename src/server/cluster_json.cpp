@@ -67,6 +67,13 @@ nlohmann::json cluster_json(const runtime::Engine& engine, const Scheduler& sche
     transfers.push_back({{"from", p.nodes[t.from_node].name}, {"to", p.nodes[t.to_node].name}, {"what", t.what},
                          {"bytes_per_token", t.bytes_per_token}});
   }
+  json prediction = nullptr;  // unknown without every node's measured speed
+  if (!p.predicted_ms.empty()) {
+    json ms = json::object();
+    for (size_t n = 0; n < p.predicted_ms.size() && n < p.nodes.size(); ++n) ms[p.nodes[n].name] = p.predicted_ms[n];
+    prediction = {{"depth", p.predicted_depth}, {"tokens_per_second", p.predicted_tokens_per_s},
+                  {"ms_per_token", ms}, {"link_ms", p.predicted_link_ms}};
+  }
   json decisions = json::array();
   for (const plan::Decision& d : p.decisions) decisions.push_back(decision_json(p, d));
   const model::HParams& hp = engine.hparams();
@@ -80,6 +87,7 @@ nlohmann::json cluster_json(const runtime::Engine& engine, const Scheduler& sche
           {"nodes", nodes},
           {"transfers", transfers},
           {"decisions", decisions},
+          {"prediction", prediction},
           {"warnings", p.warnings},
           {"stats", {{"queue_depth", s.queue_depth}, {"active_slots", s.active_slots},
                      {"generated_tokens", s.generated_tokens}, {"prompt_tokens", s.prompt_tokens},

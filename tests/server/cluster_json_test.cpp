@@ -53,5 +53,27 @@ TEST(ClusterJson, decisions_come_back_as_fields_and_text) {
   EXPECT_EQ((*final_placement)["placement"][3], "local");
 }
 
+// serve --n-depth: -ts auto balances, and the plan predicts, for requests that deep (a coding agent's
+// run tens of thousands of tokens); /v1/cluster gives the prediction it planned with.
+TEST(ClusterJson, serve_plans_for_the_depth_it_is_given) {
+  STRATA_SHARED_FILE(model, "models/stories260K.gguf");
+  testing::ServeProcess server({"-m", model, "-c", "512", "--local-workers", "1", "--n-depth", "300"}, "cluster-depth");
+  ASSERT_TRUE(server.ok()) << server.log();
+  auto r = server.client().Get("/v1/cluster");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+  const json j = json::parse(r->body);
+  ASSERT_TRUE(j["prediction"].is_object()) << j.dump();
+  EXPECT_EQ(j["prediction"]["depth"], 300);
+  EXPECT_GT(j["prediction"]["tokens_per_second"].get<double>(), 0.0);
+  EXPECT_EQ(j["prediction"]["ms_per_token"].size(), 2u);
+  const json* split = find_kind(j["decisions"], "split_by_speed");
+  ASSERT_NE(split, nullptr) << j["decisions"].dump();
+  EXPECT_NE((*split)["text"].get<std::string>().find("at depth 300"), std::string::npos) << (*split)["text"];
+  // A depth outside a slot's context is refused at start, naming the flag.
+  testing::ServeProcess deep({"-m", model, "-c", "512", "--local-workers", "1", "--n-depth", "512"}, "cluster-too-deep");
+  EXPECT_FALSE(deep.ok());
+  EXPECT_NE(deep.log().find("--n-depth"), std::string::npos) << deep.log();
+}
+
 }  // namespace
 }  // namespace strata
