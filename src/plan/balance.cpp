@@ -41,6 +41,16 @@ std::optional<uint64_t> token_read(const model::Model& model, const model::Model
   return bytes;
 }
 
+// Calls fn(tensor, bytes) for every tensor the stage reads per decoded token (token_read).
+template <typename Fn>
+void for_each_read(const model::Model& model, const model::StageConfig& st, bool held, Fn fn) {
+  const std::set<std::string> has(st.tensors.begin(), st.tensors.end());
+  for (const model::Model::Tensor& t : model.tensors()) {
+    if (!has.count(t.decl.name)) continue;
+    if (const auto bytes = token_read(model, t, st, held)) fn(t, *bytes);
+  }
+}
+
 using Reads = std::vector<std::pair<DType, uint64_t>>;
 
 // What one unit (a layer, or the output head) asks of a node per decoded token: its weight reads and
@@ -237,12 +247,8 @@ std::optional<std::vector<int32_t>> balance_layers(const model::Model& model, co
 
 std::vector<std::pair<DType, uint64_t>> read_per_token(const model::Model& model, const model::StageConfig& st,
                                                        bool held) {
-  const std::set<std::string> has(st.tensors.begin(), st.tensors.end());
   std::vector<std::pair<DType, uint64_t>> out;
-  for (const model::Model::Tensor& t : model.tensors()) {
-    if (!has.count(t.decl.name)) continue;
-    if (const auto bytes = token_read(model, t, st, held)) out.emplace_back(t.info->type, *bytes);
-  }
+  for_each_read(model, st, held, [&](const model::Model::Tensor& t, uint64_t bytes) { out.emplace_back(t.info->type, bytes); });
   return out;
 }
 
@@ -275,7 +281,7 @@ namespace {
 size_t segment_of(const model::TensorDecl& d, int32_t n_layer) {
   if (d.name == gguf::names::tensor::kTokenEmbd || d.layer >= n_layer) return 2 * static_cast<size_t>(n_layer);  // the head
   if (d.layer < 0) return 0;
-  const bool ffn = d.name.find(".ffn_") != std::string::npos || d.name.find("post_attention_norm") != std::string::npos;
+  const bool ffn = d.name.find(".ffn_") != std::string::npos || d.name.find(gguf::names::tensor::kPostAttentionNorm) != std::string::npos;
   return 2 * static_cast<size_t>(d.layer) + (ffn ? 1 : 0);
 }
 
@@ -285,11 +291,9 @@ std::vector<double> segment_seconds(const model::Model& model, const Node& node,
                                     int64_t positions) {
   const int32_t n_layer = model.hparams().n_layer;
   std::vector<double> seg(2 * static_cast<size_t>(n_layer) + 1, 0.0);
-  const std::set<std::string> has(st.tensors.begin(), st.tensors.end());
-  for (const model::Model::Tensor& t : model.tensors()) {
-    if (!has.count(t.decl.name)) continue;
-    if (const auto bytes = token_read(model, t, st, false)) seg[segment_of(t.decl, n_layer)] += node.speed.seconds(t.info->type, *bytes);
-  }
+  for_each_read(model, st, false, [&](const model::Model::Tensor& t, uint64_t bytes) {
+    seg[segment_of(t.decl, n_layer)] += node.speed.seconds(t.info->type, bytes);
+  });
   const model::HParams hp = model::shard_hparams(model.hparams(), st.shard);
   for (int32_t il = 0; il < static_cast<int32_t>(st.owned.size()) && il < n_layer; ++il) {
     if (st.owned[il]) seg[2 * static_cast<size_t>(il)] += layer_work_seconds(node.speed, hp, il, positions);
