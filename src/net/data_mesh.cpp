@@ -25,6 +25,8 @@
 #include <thread>
 #include <utility>
 
+#include "base/system.h"
+
 namespace strata::net {
 namespace {
 
@@ -341,15 +343,23 @@ std::string link_key(const std::string& token, const std::string& secret) {
   return out;
 }
 
+bool DataMesh::spins(int32_t threads, double quota_cores) { return quota_cores <= 0 || quota_cores >= threads; }
+
 Result<std::unique_ptr<DataMesh>> DataMesh::join(int32_t self, const std::vector<MeshMember>& members,
                                                  MeshListener* listener, const std::string& key,
-                                                 const std::string& session, int32_t timeout_ms) {
+                                                 const std::string& session, int32_t timeout_ms, int32_t threads) {
   const int32_t n = static_cast<int32_t>(members.size());
   if (n < 2 || n > 64 || self < 0 || self >= n) return make_error("data mesh: member {} of {}", self, n);
   if (self > 0 && !listener) return make_error("data mesh: member {} has no listener", self);
   auto mesh = std::unique_ptr<DataMesh>(new DataMesh());
   mesh->self_ = self;
   mesh->timeout_ms_ = timeout_ms;
+  if (const double quota = cpu_quota_cores(); !spins(threads, quota)) {
+    mesh->spin_us_ = mesh->message_spin_us_ = 0;
+    spdlog::info("tensor split: waits for peers sleep at once: this process may use {:.2f} cores for {} threads, and a "
+                 "spinning wait would spend the CPU time its products need",
+                 quota, threads);
+  }
   if (const char* w = std::getenv("STRATA_LINK_SPIN_US")) mesh->spin_us_ = std::clamp(std::atoi(w), 0, 100000);
   mesh->fds_.assign(n, -1);
   mesh->early_.assign(n, {});
@@ -529,7 +539,7 @@ Status DataMesh::send_message(int32_t to, std::string_view bytes) {
 // on a VM), then in poll slices short enough to notice `stop`.
 Status DataMesh::await_frame(int32_t from, const std::atomic<bool>* stop) {
   const auto start = Clock::now();
-  const auto spin_until = start + std::chrono::microseconds(kMessageSpinUs);
+  const auto spin_until = start + std::chrono::microseconds(message_spin_us_);
   const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
   for (;;) {
     uint8_t byte;

@@ -68,12 +68,16 @@ class DataMesh final : public model::Collective {
   static constexpr int32_t kSpinUs = 2000;
   // How long a member waiting for a message (the next batch, a result) retries before it sleeps.
   static constexpr int32_t kMessageSpinUs = 5000;
+  // Whether waits for peers spin before they sleep: not in a process held to a CPU quota below its
+  // compute threads (`threads`), where every spinning microsecond is quota its products then lack.
+  static bool spins(int32_t threads, double quota_cores);
   // Joins as member `self`: connects to every later member and accepts one link from every earlier
   // one on `listener` (null only for member 0), within timeout_ms. Connections that fail the
-  // handshake are dropped and the wait goes on until the deadline.
+  // handshake are dropped and the wait goes on until the deadline. `threads`: the process's compute
+  // threads (for spins).
   static Result<std::unique_ptr<DataMesh>> join(int32_t self, const std::vector<MeshMember>& members,
                                                 MeshListener* listener, const std::string& key,
-                                                const std::string& session, int32_t timeout_ms);
+                                                const std::string& session, int32_t timeout_ms, int32_t threads);
   ~DataMesh() override;
 
   void all_reduce_sum(float* data, int64_t n, model::IdleWork* idle = nullptr) override;
@@ -101,6 +105,7 @@ class DataMesh final : public model::Collective {
   std::vector<std::string> early_;  // per member: a message an exchange met (keep_early_message)
   int32_t timeout_ms_ = 30000;
   int32_t spin_us_ = kSpinUs;        // how long an exchange retries before it sleeps in poll
+  int32_t message_spin_us_ = kMessageSpinUs;
   uint32_t sequence_ = 0;
   std::vector<std::vector<float>> received_;
   std::vector<float> sum_;

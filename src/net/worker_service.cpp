@@ -418,7 +418,7 @@ Status WorkerService::join_mesh(Session& session, const v1::MeshSpec& message, c
   session.mesh.reset();
   auto mesh = DataMesh::join(shard.index, members, session.listener.get(),
                              link_key(options_.security.token, session.stage.mesh_secret), session.stage.session,
-                             session_link_timeout_ms(options_));
+                             session_link_timeout_ms(options_), session.stage.config.n_threads);
   if (!mesh.ok()) return error_status(StatusCode::UNAVAILABLE, mesh.error().message);
   session.mesh = exec::emulate_links(std::move(*mesh), shard.index, shard.count, exec::LinkEmulation::from_env(),
                                      session_link_timeout_ms(options_));

@@ -42,7 +42,7 @@ std::vector<Result<std::unique_ptr<DataMesh>>> join_all(Group& g, const std::vec
   for (int i = 0; i < n; ++i) out.emplace_back(make_error("not run"));
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] { out[i] = DataMesh::join(i, g.members, g.listeners[i].get(), keys[i], "s1", timeout_ms); });
+    threads.emplace_back([&, i] { out[i] = DataMesh::join(i, g.members, g.listeners[i].get(), keys[i], "s1", timeout_ms, 1); });
   }
   for (auto& t : threads) t.join();
   return out;
@@ -438,4 +438,15 @@ TEST(DataMesh, a_member_that_goes_away_while_awaited_is_named_at_once) {
 }
 
 }  // namespace
+
+// A process held to less CPU time than its threads could use sleeps in its waits (a spinning wait
+// spends the quota its products need; bench/README.md); one with the cores to spare spins.
+TEST(DataMeshWaits, spin_only_where_the_quota_leaves_the_time) {
+  EXPECT_TRUE(DataMesh::spins(4, 0.0));   // no quota
+  EXPECT_TRUE(DataMesh::spins(4, 4.0));   // a core for every thread
+  EXPECT_TRUE(DataMesh::spins(1, 14.0));
+  EXPECT_FALSE(DataMesh::spins(1, 0.5));  // bench/uneven.sh's held worker
+  EXPECT_FALSE(DataMesh::spins(14, 10.0));
+}
+
 }  // namespace strata::net
