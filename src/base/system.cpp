@@ -98,13 +98,6 @@ bool cpu_has_f16c() {
 #endif
 }
 
-std::string host_identity() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  if (!(in >> id) || id.size() > kMaxHostIdentity) return "";
-  return id;
-}
-
 int32_t hardware_threads() { return std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency())); }
 
 std::string default_cache_dir() {

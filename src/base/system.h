@@ -1,7 +1,6 @@
 // Facts about this machine that placement depends on: usable memory (cgroup-aware) and CPU features.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,12 +28,6 @@ std::vector<std::string> cpu_features();
 bool cpu_has_f16c();
 
 int32_t hardware_threads();
-
-// Names the machine this process runs on: the kernel's boot id, the same in every process and
-// container of one machine and different on any other; "" when unknown. At most kMaxHostIdentity
-// bytes.
-inline constexpr size_t kMaxHostIdentity = 64;
-std::string host_identity();
 
 // Where this host keeps what it computes once (weight hashes, received weights, its measured speed):
 // $STRATA_CACHE_DIR, else $XDG_CACHE_HOME/strata, else ~/.cache/strata, else /tmp/strata-cache.

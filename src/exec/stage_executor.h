@@ -42,7 +42,6 @@ struct NodeFacts {
   bool cgroup_limited = false;
   std::vector<std::string> model_sha256;  // models it has as local files
   int32_t sessions = 0;                   // coordinators it serves now
-  std::string host;                       // host_identity() of its machine ("" when unknown)
 };
 
 // Everything a node needs to hold its stage: the plan's stage for it and the model it is part of.

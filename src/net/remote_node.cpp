@@ -2,7 +2,6 @@
 
 #include <chrono>
 
-#include "base/system.h"
 #include "net/forward_stream.h"
 #include "net/stage_spec.h"
 
@@ -68,12 +67,7 @@ Result<NodeFacts> RemoteNode::hello() {
   f.cgroup_limited = reply.cgroup_limited();
   f.model_sha256.assign(reply.model_sha256().begin(), reply.model_sha256().end());
   f.sessions = reply.sessions();
-  if (reply.host().size() > kMaxHostIdentity) {
-    return make_error("worker {}: Hello names its host in {} bytes (at most {})", endpoint_, reply.host().size(), kMaxHostIdentity);
-  }
-  f.host = reply.host();
   f.speed.read_bandwidth = reply.speed().read_bandwidth();
-  f.speed.host_read_bandwidth = reply.speed().host_read_bandwidth();
   for (const v1::TypeRate& r : reply.speed().rates()) {
     if (!dtype_info(r.type())) return make_error("worker {}: Hello gives a speed for unknown type {}", endpoint_, r.type());
     f.speed.product_rates.emplace_back(static_cast<DType>(r.type()), r.bytes_per_second());

@@ -136,9 +136,7 @@ Status WorkerService::Hello(grpc::ServerContext* ctx, grpc::ServerReader<v1::Hel
   for (const auto& h : store_.model_hashes()) reply->add_model_sha256(h);
   std::lock_guard lock(mu_);
   reply->set_sessions(static_cast<int32_t>(sessions_.size()));
-  reply->set_host(host_identity());
   reply->mutable_speed()->set_read_bandwidth(options_.speed.read_bandwidth);
-  reply->mutable_speed()->set_host_read_bandwidth(options_.speed.host_read_bandwidth);
   for (const auto& [type, rate] : options_.speed.product_rates) {
     v1::TypeRate* r = reply->mutable_speed()->add_rates();
     r->set_type(static_cast<int32_t>(type));

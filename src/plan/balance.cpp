@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -326,39 +325,6 @@ std::vector<LayerKindSpeed> layer_kind_speeds(const model::Model& model, const s
   return kinds;
 }
 
-// -sm tensor members on one host stream their slices at the same time and share its memory: when
-// together they want more bytes per second than the host reads with every thread, each one's time
-// stretches by that ratio (its speed was measured alone). Scales `seg` (per node, per sub-layer) and
-// says so in p.predicted_shared_memory.
-void share_host_memory(const model::Model& model, Plan& p, std::vector<std::vector<double>>& seg) {
-  std::map<std::string, std::vector<int32_t>> by_host;
-  for (int32_t m : p.tensor_group) {
-    if (m >= 0 && static_cast<size_t>(m) < seg.size() && !p.nodes[m].host.empty()) by_host[p.nodes[m].host].push_back(m);
-  }
-  for (const auto& [host, members] : by_host) {
-    double wanted = 0, host_bandwidth = 0;
-    std::string names;
-    for (int32_t m : members) {
-      uint64_t bytes = 0;
-      for_each_read(model, p.node_stages[m], true, [&](const model::Model::Tensor&, uint64_t b) { bytes += b; });
-      const double s = std::accumulate(seg[m].begin(), seg[m].end(), 0.0);
-      const tensor::NodeSpeed& speed = p.nodes[m].speed;
-      wanted += s > 0 ? static_cast<double>(bytes) / s : 0.0;
-      host_bandwidth = std::max({host_bandwidth, speed.host_read_bandwidth, speed.read_bandwidth});
-      names += (names.empty() ? "" : " and ") + node_label(p.nodes, m);
-    }
-    if (members.size() < 2 || host_bandwidth <= 0 || wanted <= host_bandwidth) continue;
-    const double stretch = wanted / host_bandwidth;
-    for (int32_t m : members) {
-      for (double& s : seg[m]) s *= stretch;
-    }
-    p.predicted_shared_memory += fmt::format("{}{} share one host and stream their slices at once: {:.1f} GB/s wanted, "
-                                             "{:.1f} GB/s read with every thread of it, so each takes {:.2f}x its time alone",
-                                             p.predicted_shared_memory.empty() ? "" : "; ", names, wanted / 1e9,
-                                             host_bandwidth / 1e9, stretch);
-  }
-}
-
 }  // namespace
 
 void predict(const model::Model& model, const Request& request, bool explicit_flags, Plan& p) {
@@ -367,15 +333,10 @@ void predict(const model::Model& model, const Request& request, bool explicit_fl
   p.predicted_depth = static_cast<int32_t>(positions - 1);
   p.layer_kinds = layer_kind_speeds(model, p.nodes, positions);
   p.predicted_ms.assign(p.nodes.size(), 0.0);
-  std::vector<std::vector<double>> segs;
-  for (size_t n = 0; n < p.nodes.size() && n < p.node_stages.size(); ++n) {
-    segs.push_back(segment_seconds(model, p.nodes[n], p.node_stages[n], positions));
-  }
-  if (p.split_mode == SplitMode::kTensor) share_host_memory(model, p, segs);
   std::vector<double> slowest_segment;  // -sm tensor: per sub-layer, its slowest member's seconds
   double busiest = 0, sum = 0;
-  for (size_t n = 0; n < segs.size(); ++n) {
-    const std::vector<double>& seg = segs[n];
+  for (size_t n = 0; n < p.nodes.size() && n < p.node_stages.size(); ++n) {
+    const std::vector<double> seg = segment_seconds(model, p.nodes[n], p.node_stages[n], positions);
     p.predicted_ms[n] = 1e3 * std::accumulate(seg.begin(), seg.end(), 0.0);
     busiest = std::max(busiest, p.predicted_ms[n]);
     sum += p.predicted_ms[n];

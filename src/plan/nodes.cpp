@@ -34,7 +34,6 @@ Node local_node(int32_t threads) {
   n.name = "local";
   n.threads = threads;
   n.cpu_features = tensor::kernel_features();
-  n.host = host_identity();
   n.memory_usable = mem.available;
   n.memory_limit = mem.limit;
   return n;

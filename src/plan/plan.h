@@ -49,7 +49,6 @@ struct Node {
   // start, tensor::cached_node_speed): the planner predicts its time per token from it.
   tensor::NodeSpeed speed;
   double link_seconds = 0;  // round trip from this machine (a Ping), 0 for this machine
-  std::string host;         // the machine it runs on (host_identity; "" unknown): nodes on one share its memory
   bool repacks() const;
   std::string kernels_text() const;  // the features, space-separated ("scalar" when none)
 };
@@ -181,7 +180,6 @@ struct Plan {
   double predicted_link_ms = 0;
   double predicted_tokens_per_s = 0;
   int32_t predicted_depth = 0;             // the context depth the prediction is for
-  std::string predicted_shared_memory;      // -sm tensor: members on one host slowed by its memory, in words
   std::vector<LayerKindSpeed> layer_kinds;  // predicted per node for one layer of each kind
 
   // Layers owned by `node`, as flags per layer.

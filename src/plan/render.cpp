@@ -104,7 +104,6 @@ std::string predicted_text(const Plan& p) {
                               p.predicted_tokens_per_s, p.predicted_depth, token_ms,
                               p.split_mode == SplitMode::kTensor ? "each sub-layer's slowest member (they add partial sums after each)," : "every stage in turn,",
                               token_ms - p.predicted_link_ms, p.predicted_link_ms);
-  if (!p.predicted_shared_memory.empty()) s += "  " + p.predicted_shared_memory + "\n";
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     s += fmt::format("  speed of {} ({} threads): {}\n", detail::node_label(p.nodes, static_cast<int32_t>(n)), p.nodes[n].threads,
                      p.nodes[n].speed.text());

@@ -60,7 +60,6 @@ Result<plan::Node> worker_node(exec::StageExecutor& worker, const ClusterOptions
                                    facts.cpu_features);
   // Its speed is for its own thread count; --worker-threads with another leaves it unknown.
   if (n.threads == facts.threads) n.speed = facts.speed;
-  n.host = facts.host;
   // The link's round trip: the best of a few Pings (the first may still set the connection up).
   for (int i = 0; i < 4; ++i) {
     const auto start = std::chrono::steady_clock::now();

@@ -213,9 +213,7 @@ std::string NodeSpeed::text() const {
   if (!known()) return "not measured";
   std::string rates;
   for (const auto& [t, rate] : product_rates) rates += fmt::format("{}{} {:.1f}", rates.empty() ? "" : ", ", dtype_name(t), rate / 1e9);
-  std::string s = fmt::format("read {:.1f} GB/s{}; one-token products {} GB/s", read_bandwidth / 1e9,
-                              host_read_bandwidth > 0 ? fmt::format(" ({:.1f} with every thread of the host)", host_read_bandwidth / 1e9) : "",
-                              rates);
+  std::string s = fmt::format("read {:.1f} GB/s; one-token products {} GB/s", read_bandwidth / 1e9, rates);
   if (layer_work.known()) {
     s += fmt::format("; attention {:.3f} ns per cached K/V element + {:.3f} per query head; delta rule {:.3f} ns per "
                      "state element",
@@ -227,9 +225,6 @@ std::string NodeSpeed::text() const {
 Status NodeSpeed::validate() const {
   const auto bad = [](double v) { return !std::isfinite(v) || v <= 0 || v > kMaxRate; };
   if (read_bandwidth != 0 && bad(read_bandwidth)) return make_error("node speed: read bandwidth {} out of range", read_bandwidth);
-  if (host_read_bandwidth != 0 && bad(host_read_bandwidth)) {
-    return make_error("node speed: host read bandwidth {} out of range", host_read_bandwidth);
-  }
   const LayerWork& w = layer_work;
   for (const auto& [value, name] : {std::pair{w.kv_element, "attention seconds per element"},
                                     std::pair{w.kv_query_element, "attention seconds per element and query head"},
@@ -263,10 +258,6 @@ Result<NodeSpeed> measure_product_speed(int32_t threads, double seconds_per_type
   }
   for (DType t : measured_types()) s.product_rates.emplace_back(t, product_rate(t, buf, capacity, pool, seconds_per_type));
   STRATA_ASSIGN(s.read_bandwidth, measure_read_bandwidth(threads, kProductBytes, 5));
-  s.host_read_bandwidth = s.read_bandwidth;
-  if (hardware_threads() != threads) {
-    STRATA_ASSIGN(s.host_read_bandwidth, measure_read_bandwidth(hardware_threads(), kProductBytes, 5));
-  }
   STRATA_TRY(s.validate());
   return s;
 }
@@ -311,7 +302,6 @@ Result<NodeSpeed> read_speed(const std::string& path, const std::string& key) {
   std::string name;
   double rate = 0;
   if (!(in >> name >> s.read_bandwidth) || name != "read") return make_error("cached speed: no read bandwidth");
-  if (!(in >> name >> s.host_read_bandwidth) || name != "host_read") return make_error("cached speed: no host read bandwidth");
   LayerWork& w = s.layer_work;
   if (!(in >> name >> w.kv_element >> w.kv_query_element) || name != "attention") return make_error("cached speed: no attention");
   if (!(in >> name >> w.state_element) || name != "recurrent") return make_error("cached speed: no recurrent state");
@@ -331,7 +321,6 @@ Status write_speed(const std::string& path, const std::string& key, const NodeSp
     std::ofstream out(tmp, std::ios::trunc);
     const LayerWork& w = s.layer_work;
     out << key << "\nread " << fmt::format("{:.17g}", s.read_bandwidth) << "\n";
-    out << "host_read " << fmt::format("{:.17g}", s.host_read_bandwidth) << "\n";
     out << fmt::format("attention {:.17g} {:.17g}\nrecurrent {:.17g}\n", w.kv_element, w.kv_query_element, w.state_element);
     for (const auto& [t, rate] : s.product_rates) out << dtype_name(t) << " " << fmt::format("{:.17g}", rate) << "\n";
     if (!out) return make_error("{}: cannot write", tmp);
@@ -355,7 +344,7 @@ struct FileLock {
 std::string node_speed_key(int32_t threads) {
   std::string features;
   for (const std::string& f : kernel_features()) features += " " + f;
-  return fmt::format("strata node speed v3; cpu{}; memory{}; kernels{}; threads {}; quota {:.3f} cores", cpu_identity(),
+  return fmt::format("strata node speed v2; cpu{}; memory{}; kernels{}; threads {}; quota {:.3f} cores", cpu_identity(),
                      memory_total(), features, threads, cpu_quota_cores());
 }
 

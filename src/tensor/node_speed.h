@@ -30,9 +30,6 @@ struct LayerWork {
 
 struct NodeSpeed {
   double read_bandwidth = 0;  // bytes/s streaming reads with the node's threads
-  // With every hardware thread of its host: what nodes on one host share when they stream at once
-  // (a tensor split's members). 0: not measured.
-  double host_read_bandwidth = 0;
   // Per weight type: GGUF bytes per second through one-token products (this node's layout, repacked
   // or not), with the node's threads.
   std::vector<std::pair<DType, double>> product_rates;
@@ -68,8 +65,7 @@ Result<double> measure_read_bandwidth(int32_t threads, uint64_t bytes = uint64_t
 
 // Times one-token products of a matrix far larger than the caches for each measured type (repacked
 // where this process repacks), each over at least `seconds_per_type` of wall time so that a CPU quota
-// (cgroup cpu.max, enforced per 100 ms period) shows in the average, then the read bandwidth with
-// `threads` and with every hardware thread. The
+// (cgroup cpu.max, enforced per 100 ms period) shows in the average, then the read bandwidth. The
 // layer work is left unknown (model::measure_node_speed adds it).
 Result<NodeSpeed> measure_product_speed(int32_t threads, double seconds_per_type = 0.5);
 

@@ -131,41 +131,6 @@ TEST(LayerWork, a_tensor_split_waits_for_each_sub_layers_slowest_member) {
   EXPECT_NEAR(1e3 / equal->predicted_tokens_per_s, equal->predicted_ms[0] + equal->predicted_link_ms, 1e-9);
 }
 
-// -sm tensor members on one host stream their slices at once through its one memory: when together
-// they want more bytes per second than the host reads with every thread, each takes that much longer
-// than its speed measured alone says. Members on different hosts, ample host bandwidth and a layer
-// split (stages run in turn) keep their times.
-TEST(LayerWork, tensor_members_on_one_host_share_its_memory_bandwidth) {
-  const auto model = make_model(TinyLlama{}, "layer-work-one-host");
-  const tensor::LayerWork work{1e-10, 0, 1e-9};
-  Request r = request();
-  r.split_mode = SplitMode::kTensor;
-  r.tensor_split = {1, 1};
-  const auto pair = [&](const std::string& host_a, const std::string& host_b, double host_bandwidth) {
-    Node a = with_speed(local(), 1e9, work), b = with_speed(worker_node(kW1, 64 * kGiB, 4), 1e9, work);
-    a.host = host_a, b.host = host_b;
-    a.speed.host_read_bandwidth = b.speed.host_read_bandwidth = host_bandwidth;
-    return make_plan(*model, {a, b}, r);
-  };
-  auto apart = pair("h1", "h2", 1.2e9), shared = pair("h1", "h1", 1.2e9), ample = pair("h1", "h1", 1e12);
-  ASSERT_TRUE(apart.ok() && shared.ok() && ample.ok());
-  double wanted = 0;  // bytes per second both members stream when each runs at its own speed
-  for (size_t m = 0; m < 2; ++m) wanted += static_cast<double>(apart->read_per_token[m]) / (apart->predicted_ms[m] / 1e3);
-  ASSERT_GT(wanted, 1.2e9);
-  for (size_t m = 0; m < 2; ++m) {
-    EXPECT_NEAR(shared->predicted_ms[m], apart->predicted_ms[m] * wanted / 1.2e9, 1e-6 * shared->predicted_ms[m]);
-    EXPECT_DOUBLE_EQ(ample->predicted_ms[m], apart->predicted_ms[m]);
-  }
-  EXPECT_LT(shared->predicted_tokens_per_s, apart->predicted_tokens_per_s);
-  EXPECT_TRUE(apart->predicted_shared_memory.empty());
-  EXPECT_NE(render(*shared).find("share one host and stream their slices at once"), std::string::npos) << render(*shared);
-  // A layer split's stages run in turn: one host's memory serves one of them at a time.
-  r.split_mode = SplitMode::kLayer;
-  auto layer_apart = pair("h1", "h2", 1.2e9), layer_shared = pair("h1", "h1", 1.2e9);
-  ASSERT_TRUE(layer_apart.ok() && layer_shared.ok());
-  EXPECT_EQ(layer_shared->predicted_ms, layer_apart->predicted_ms);
-}
-
 TEST(LayerWork, a_depth_outside_a_sequences_context_is_refused_naming_the_flag) {
   for (int32_t depth : {-1, 1024, 1 << 30}) {
     Request r = request();

@@ -53,9 +53,6 @@ TEST(Worker, frees_the_session_of_a_coordinator_that_vanished) {
   auto before = (*link)->hello();
   ASSERT_TRUE(before.ok());
   EXPECT_EQ(before->sessions, 1);
-  // A worker on this machine names the host this process runs on (the plan counts their shared memory).
-  EXPECT_FALSE(before->host.empty());
-  EXPECT_EQ(before->host, host_identity());
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   auto after = (*link)->hello();
   ASSERT_TRUE(after.ok());

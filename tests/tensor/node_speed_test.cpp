@@ -98,7 +98,6 @@ TEST(NodeSpeed, IsMeasuredOnceThenCachedPerKey) {
     ++probes;
     NodeSpeed s;
     s.read_bandwidth = 1e10 * threads + 0.1 * probes;
-    s.host_read_bandwidth = 3e10 + 1.0 / 7;
     for (DType t : measured_types()) s.product_rates.emplace_back(t, 3e9 + static_cast<double>(t) + 1.0 / 3);
     s.layer_work = {1.0 / 3e10, 1.0 / 7e11, 1.0 / 9e9};
     return s;
@@ -111,7 +110,6 @@ TEST(NodeSpeed, IsMeasuredOnceThenCachedPerKey) {
   EXPECT_EQ(probes, 1);
   EXPECT_TRUE(again->from_cache);
   EXPECT_EQ(again->read_bandwidth, first->read_bandwidth);  // exact: read back, not measured again
-  EXPECT_EQ(again->host_read_bandwidth, first->host_read_bandwidth);
   EXPECT_EQ(again->product_rates, first->product_rates);
   EXPECT_EQ(again->layer_work, first->layer_work);
   int files = 0;
@@ -129,7 +127,7 @@ TEST(NodeSpeed, IsMeasuredOnceThenCachedPerKey) {
   EXPECT_EQ(probes, 3);
   EXPECT_NE(node_speed_key(1), node_speed_key(2));
   EXPECT_NE(node_speed_key(1).find("threads 1"), std::string::npos);
-  EXPECT_NE(node_speed_key(1).find("v3"), std::string::npos);  // older files (no host bandwidth) are not read
+  EXPECT_NE(node_speed_key(1).find("v2"), std::string::npos);  // v1 files (no layer work) are not read
   std::filesystem::remove_all(dir);
 }
 
@@ -160,7 +158,6 @@ TEST(NodeSpeed, EveryTypeGetsAPlausibleRate) {
     EXPECT_LT(rate, 1e13) << dtype_name(type);
   }
   EXPECT_GT(one->read_bandwidth, 0);
-  EXPECT_GT(one->host_read_bandwidth, 0);
   EXPECT_FALSE(one->layer_work.known());  // model::measure_node_speed adds it
 }
 
