@@ -7,6 +7,8 @@
 #include <thread>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <sched.h>
+#include <unistd.h>
 #endif
 
 namespace strata {
@@ -96,6 +98,18 @@ bool cpu_has_f16c() {
 #else
   return false;
 #endif
+}
+
+std::vector<int32_t> cpus_outside_affinity() {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (::sched_getaffinity(0, sizeof mine, &mine) != 0) return {};
+  const long online = std::clamp<long>(::sysconf(_SC_NPROCESSORS_ONLN), 1, CPU_SETSIZE);
+  std::vector<int32_t> out;
+  for (int32_t c = 0; c < online; ++c) {
+    if (!CPU_ISSET(c, &mine)) out.push_back(c);
+  }
+  return out;
 }
 
 int32_t hardware_threads() { return std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency())); }

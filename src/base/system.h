@@ -29,6 +29,10 @@ bool cpu_has_f16c();
 
 int32_t hardware_threads();
 
+// The online CPUs the calling thread's affinity mask leaves out (none when it may run on all of
+// them): where processes started to stand for other machines run without taking its cores.
+std::vector<int32_t> cpus_outside_affinity();
+
 // Where this host keeps what it computes once (weight hashes, received weights, its measured speed):
 // $STRATA_CACHE_DIR, else $XDG_CACHE_HOME/strata, else ~/.cache/strata, else /tmp/strata-cache.
 std::string default_cache_dir();

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
@@ -12,6 +13,8 @@
 #include <chrono>
 #include <filesystem>
 #include <random>
+
+#include "base/system.h"
 
 namespace strata::runtime {
 namespace {
@@ -103,6 +106,12 @@ Result<WorkerProcess> WorkerProcess::spawn(const WorkerSpawn& s) {
     }
     share = std::move(*created);
   }
+  cpu_set_t cpus;  // built here: the child only makes system calls
+  CPU_ZERO(&cpus);
+  for (int32_t c : s.cpus) {
+    if (c < 0 || c >= CPU_SETSIZE) return make_error("CPU {} out of range 0..{}", c, CPU_SETSIZE - 1);
+    CPU_SET(c, &cpus);
+  }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return make_error("fork failed");
@@ -111,6 +120,7 @@ Result<WorkerProcess> WorkerProcess::spawn(const WorkerSpawn& s) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(1);
     if (!share.empty() && !share.join()) ::_exit(126);
+    if (!s.cpus.empty() && ::sched_setaffinity(0, sizeof cpus, &cpus) != 0) ::_exit(125);
     ::dup2(out[1], STDOUT_FILENO);
     if (log_fd >= 0) ::dup2(log_fd, STDERR_FILENO);
     ::execv(argv[0], argv.data());
@@ -197,12 +207,31 @@ bool LocalWorkers::stop() {
   return clean;
 }
 
+std::vector<int32_t> local_worker_cpus(const std::vector<int32_t>& spare, int32_t n, int32_t threads, int32_t i) {
+  const size_t own = static_cast<size_t>(std::max(1, threads));
+  if (spare.size() < own * static_cast<size_t>(n)) return spare;
+  return {spare.begin() + static_cast<std::ptrdiff_t>(own * i), spare.begin() + static_cast<std::ptrdiff_t>(own * (i + 1))};
+}
+
+namespace {
+
+std::string cpu_list(const std::vector<int32_t>& cpus) {
+  std::string s;
+  for (int32_t c : cpus) s += (s.empty() ? "" : ",") + std::to_string(c);
+  return s;
+}
+
+}  // namespace
+
 Result<LocalWorkers> LocalWorkers::start(int32_t n, int32_t threads, const std::string& cache_dir,
                                          const std::vector<double>& cpu_cores) {
   if (n < 1 || n > 16) return make_error("--local-workers {} out of range 1..16", n);
   if (!cpu_cores.empty() && cpu_cores.size() != static_cast<size_t>(n)) {
     return make_error("--local-worker-cpus has {} values for {} local workers", cpu_cores.size(), n);
   }
+  // Stand-ins for other machines keep off this process's cores when its affinity leaves some out
+  // (taskset -c 0 strata bench --local-workers 1): on one host a node's cores then stay its own.
+  const std::vector<int32_t> spare = cpus_outside_affinity();
   LocalWorkers w;
   w.token_ = random_token();
   STRATA_ASSIGN(w.token_file_, write_token_file(w.token_));
@@ -212,10 +241,12 @@ Result<LocalWorkers> LocalWorkers::start(int32_t n, int32_t threads, const std::
     s.token_file = w.token_file_;
     s.cache_dir = cache_dir + "/local-worker-" + std::to_string(i);
     s.cpu_cores = cpu_cores.empty() ? 0 : cpu_cores[i];
+    s.cpus = local_worker_cpus(spare, n, threads, i);
     auto p = WorkerProcess::spawn(s);
     if (!p.ok()) return make_error("local worker {}: {}", i, p.error().message);
-    spdlog::info("local worker {} (pid {}) on {}{}", i, p->pid(), p->endpoint(),
-                 s.cpu_cores > 0 ? fmt::format(", held to {} cores of CPU time", s.cpu_cores) : "");
+    spdlog::info("local worker {} (pid {}) on {}{}{}", i, p->pid(), p->endpoint(),
+                 s.cpu_cores > 0 ? fmt::format(", held to {} cores of CPU time", s.cpu_cores) : "",
+                 s.cpus.empty() ? "" : fmt::format(", on CPUs {} (outside this process's affinity)", cpu_list(s.cpus)));
     w.workers_.push_back(std::move(*p));
   }
   return w;

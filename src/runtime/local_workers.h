@@ -22,6 +22,7 @@ struct WorkerSpawn {
   std::vector<std::string> extra_args;
   std::string log_path;    // appends the worker's stderr (its log) here; empty: inherits this process's
   double cpu_cores = 0;    // > 0: held to this much CPU time in a cgroup of its own (CpuShare)
+  std::vector<int32_t> cpus;  // non-empty: runs on these CPUs only (its affinity)
 };
 
 class WorkerProcess {
@@ -74,6 +75,11 @@ class LocalWorkers {
   std::string token_;
   std::string token_file_;
 };
+
+// Local worker i's CPUs (of n, `threads` each) among `spare` (cpus_outside_affinity): its own
+// `threads` of them when there are enough for every worker, else all of them shared; none (it may run
+// anywhere) when nothing is spare.
+std::vector<int32_t> local_worker_cpus(const std::vector<int32_t>& spare, int32_t n, int32_t threads, int32_t i);
 
 // Writes a token to a new 0600 file; returns its path.
 Result<std::string> write_token_file(const std::string& token);

@@ -6,6 +6,7 @@
 // over the real workers gives one node's tokens. Run alone (RUN_SERIAL): another test's load on the
 // cores would move the speeds it compares.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "plan/plan_test_util.h"
 #include "runtime/cpu_share.h"
 #include "runtime/engine.h"
+#include "runtime/local_workers.h"
 #include "testing/cluster.h"
 #include "testing/shared_data.h"
 
@@ -36,6 +38,46 @@ TEST(CpuShare, holds_a_process_that_joins_it_to_its_cores) {
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 50);
+}
+
+std::vector<int32_t> affinity_of(pid_t pid) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(pid, sizeof set, &set) != 0) return {};
+  std::vector<int32_t> out;
+  for (int32_t c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  }
+  return out;
+}
+
+// Local workers stand for other machines: when this process's affinity leaves CPUs out (taskset -c 0
+// strata bench --local-workers 1), each worker runs on those (threads of its own where there are
+// enough) and not on this process's cores; without such a restriction they may run anywhere.
+TEST(LocalWorkerCpus, workers_run_on_the_cpus_this_process_leaves_out) {
+  EXPECT_EQ(local_worker_cpus({}, 2, 1, 1), std::vector<int32_t>{});
+  EXPECT_EQ(local_worker_cpus({2, 3, 4, 5}, 2, 2, 1), (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(local_worker_cpus({2, 3, 4}, 2, 2, 0), (std::vector<int32_t>{2, 3, 4}));  // too few: shared
+  if (hardware_threads() < 2) GTEST_SKIP() << "one CPU: nothing to leave out";
+  EXPECT_TRUE(cpus_outside_affinity().empty());
+  cpu_set_t all, first;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof all, &all), 0);
+  CPU_ZERO(&first);
+  CPU_SET(0, &first);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof first, &first), 0);  // this thread only
+  std::vector<int32_t> others;
+  for (int32_t c = 1; c < hardware_threads(); ++c) others.push_back(c);
+  EXPECT_EQ(cpus_outside_affinity(), others);
+  ::sched_setaffinity(0, sizeof all, &all);
+  WorkerSpawn s;
+  s.binary = testing::strata_binary();
+  s.cache_dir = (std::filesystem::temp_directory_path() / ("strata-cpus-" + std::to_string(::getpid()))).string();
+  s.cpus = local_worker_cpus(others, 1, 1, 0);
+  auto w = WorkerProcess::spawn(s);
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  EXPECT_EQ(affinity_of(w->pid()), std::vector<int32_t>{1});
+  EXPECT_EQ(w->stop(), 0);
+  std::filesystem::remove_all(s.cache_dir);
 }
 
 class UnevenCluster : public ::testing::Test {
