@@ -1,5 +1,8 @@
 #include "base/system.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -7,8 +10,6 @@
 #include <thread>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
-#include <sched.h>
-#include <unistd.h>
 #endif
 
 namespace strata {

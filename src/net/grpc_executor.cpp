@@ -221,7 +221,8 @@ exec::Transport grpc_transport(const LinkSecurity& security, int32_t timeout_ms,
                                           int32_t timeout) -> Result<std::unique_ptr<model::Collective>> {
     std::vector<MeshMember> mesh;
     for (const exec::LinkMember& m : members) mesh.push_back({m.name, m.endpoint});
-    STRATA_ASSIGN(std::unique_ptr<DataMesh> joined, DataMesh::join(0, mesh, nullptr, link_key(token, secret), session, timeout, threads));
+    STRATA_ASSIGN(std::unique_ptr<DataMesh> joined,
+                  DataMesh::join(0, mesh, nullptr, link_key(token, secret), session, timeout, threads));
     return exec::emulate_links(std::move(joined), 0, static_cast<int32_t>(mesh.size()), exec::LinkEmulation::from_env(),
                                timeout);
   };
