@@ -116,7 +116,7 @@ Result<runtime::EngineOptions> engine_options(const ModelFlags& f, runtime::Loca
     for (const std::string& endpoint : workers.endpoints()) cluster.workers.push_back(endpoint);
     if (security.token.empty()) security.token = workers.token();
   }
-  cluster.transport = net::grpc_transport(security, cluster.timeout_ms, o.n_threads > 0 ? o.n_threads : hardware_threads());
+  cluster.transport = net::grpc_transport(security, cluster.timeout_ms);
   return o;
 }
 

@@ -22,9 +22,11 @@ struct LinkMember {
 };
 
 // Joins this machine to its tensor group's data links as member 0; every end proves the load's
-// secret (and the transport's own credentials) within timeout_ms.
+// secret (and the transport's own credentials) within timeout_ms. `threads`: this machine's compute
+// threads in the plan (how it waits for its peers may depend on them).
 using LinkJoiner = std::function<Result<std::unique_ptr<model::Collective>>(
-    const std::vector<LinkMember>& members, const std::string& secret, const std::string& session, int32_t timeout_ms)>;
+    const std::vector<LinkMember>& members, const std::string& secret, const std::string& session, int32_t timeout_ms,
+    int32_t threads)>;
 
 struct Transport {
   Connector connect;                        // opens a worker's executor

@@ -213,12 +213,12 @@ exec::Connector grpc_connector(const LinkSecurity& security, int32_t timeout_ms)
   };
 }
 
-exec::Transport grpc_transport(const LinkSecurity& security, int32_t timeout_ms, int32_t threads) {
+exec::Transport grpc_transport(const LinkSecurity& security, int32_t timeout_ms) {
   exec::Transport t;
   t.connect = grpc_connector(security, timeout_ms);
-  t.join_links = [token = security.token, threads](const std::vector<exec::LinkMember>& members, const std::string& secret,
-                                          const std::string& session,
-                                          int32_t timeout) -> Result<std::unique_ptr<model::Collective>> {
+  t.join_links = [token = security.token](const std::vector<exec::LinkMember>& members, const std::string& secret,
+                                          const std::string& session, int32_t timeout,
+                                          int32_t threads) -> Result<std::unique_ptr<model::Collective>> {
     std::vector<MeshMember> mesh;
     for (const exec::LinkMember& m : members) mesh.push_back({m.name, m.endpoint});
     STRATA_ASSIGN(std::unique_ptr<DataMesh> joined,

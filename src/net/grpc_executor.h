@@ -15,6 +15,6 @@ namespace strata::net {
 // one connector opens share the model's hash and metadata image, computed once.
 exec::Connector grpc_connector(const LinkSecurity& security, int32_t timeout_ms);
 // Workers over gRPC, tensor-group links as DataMesh (TCP, keyed by the token and the load's secret).
-exec::Transport grpc_transport(const LinkSecurity& security, int32_t timeout_ms, int32_t threads);
+exec::Transport grpc_transport(const LinkSecurity& security, int32_t timeout_ms);
 
 }  // namespace strata::net

@@ -48,7 +48,7 @@ Status TensorGroup::join(const exec::LinkJoiner& join_links, const std::string& 
     if (group[i] != 0) joins.emplace_back([&, i] { results[i] = nodes_[group[i]]->join_mesh(endpoints, steps_over_link_); });
   }
   if (group.front() == 0) {
-    auto mesh = join_links(members, secret, session, timeout_ms);
+    auto mesh = join_links(members, secret, session, timeout_ms, plan_.nodes[0].threads);
     if (mesh.ok()) mesh_ = std::move(*mesh);
     else results[0] = mesh.error();
   }

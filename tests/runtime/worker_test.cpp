@@ -84,7 +84,7 @@ TEST(Worker, maps_its_own_copy_of_the_model_and_receives_no_weights) {
     o.n_threads = 1;
     o.cluster.workers = {w->endpoint()};
     o.cluster.tensor_split = {1};
-    o.cluster.transport = net::grpc_transport({}, o.cluster.timeout_ms, 1);
+    o.cluster.transport = net::grpc_transport({}, o.cluster.timeout_ms);
     return runtime::Engine::load(o);
   };
   {
@@ -132,7 +132,7 @@ TEST(Worker, links_run_over_mutual_tls) {
   o.n_threads = 1;
   o.cluster.workers = {workers[0].endpoint(), workers[1].endpoint()};
   o.cluster.tensor_split = {1, 1};
-  o.cluster.transport = net::grpc_transport({"", cert, cert, key}, o.cluster.timeout_ms, 1);
+  o.cluster.transport = net::grpc_transport({"", cert, cert, key}, o.cluster.timeout_ms);
   auto e = runtime::Engine::load(o);
   ASSERT_TRUE(e.ok()) << e.error().message;
   auto logits = runtime::evaluate_prompt(**e, 0, {1, 403, 407}, false);

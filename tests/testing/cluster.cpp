@@ -108,7 +108,7 @@ runtime::EngineOptions single_node_options(const std::string& model, int32_t n_c
 runtime::EngineOptions cluster_options(const std::string& model, const TestCluster& cluster, int32_t n_ctx) {
   runtime::EngineOptions o = single_node_options(model, n_ctx);
   o.cluster.workers = cluster.endpoints();
-  o.cluster.transport = net::grpc_transport({cluster.token(), "", "", ""}, o.cluster.timeout_ms, 1);
+  o.cluster.transport = net::grpc_transport({cluster.token(), "", "", ""}, o.cluster.timeout_ms);
   o.cluster.timeout_ms = 20000;
   return o;
 }
