@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "base/system.h"
+#include "tensor/decode_rates.h"
 
 namespace strata::net {
 namespace {
@@ -595,6 +596,7 @@ void DataMesh::all_reduce_sum(float* data, int64_t n, model::IdleWork* idle) {
   last_ = Clock::now();
   if (exchanges_++ == 0) first_ = start;
   wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(last_ - start).count();
+  tensor::record_exchange_wait(std::chrono::duration<double>(last_ - start).count());
   // Member order, on every member: ((m0 + m1) + m2) + ...
   sum_.assign(n, 0.0f);
   const float* first = self_ == 0 ? data : received_[0].data();

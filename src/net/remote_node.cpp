@@ -68,9 +68,19 @@ Result<NodeFacts> RemoteNode::hello() {
   f.model_sha256.assign(reply.model_sha256().begin(), reply.model_sha256().end());
   f.sessions = reply.sessions();
   f.speed.read_bandwidth = reply.speed().read_bandwidth();
-  for (const v1::TypeRate& r : reply.speed().rates()) {
-    if (!dtype_info(r.type())) return make_error("worker {}: Hello gives a speed for unknown type {}", endpoint_, r.type());
-    f.speed.product_rates.emplace_back(static_cast<DType>(r.type()), r.bytes_per_second());
+  if (reply.speed().rates_size() > 64 || reply.speed().slice_rates_size() > 64 || reply.speed().decoded_size() > 64) {
+    return make_error("worker {}: Hello gives too many speeds", endpoint_);
+  }
+  for (const auto& [rates, into] : {std::pair{&reply.speed().rates(), &f.speed.product_rates},
+                                    std::pair{&reply.speed().slice_rates(), &f.speed.slice_rates}}) {
+    for (const v1::TypeRate& r : *rates) {
+      if (!dtype_info(r.type())) return make_error("worker {}: Hello gives a speed for unknown type {}", endpoint_, r.type());
+      into->emplace_back(static_cast<DType>(r.type()), r.bytes_per_second());
+    }
+  }
+  for (int32_t t : reply.speed().decoded()) {
+    if (!dtype_info(t)) return make_error("worker {}: Hello marks unknown type {} decoded", endpoint_, t);
+    f.speed.decoded.push_back(static_cast<DType>(t));
   }
   f.speed.layer_work = {reply.speed().kv_element_seconds(), reply.speed().kv_query_element_seconds(),
                         reply.speed().state_element_seconds()};

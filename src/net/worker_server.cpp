@@ -9,6 +9,7 @@
 #include "base/system.h"
 #include "model/layer_speed.h"
 #include "net/worker_service.h"
+#include "tensor/decode_rates.h"
 
 namespace strata::net {
 namespace {
@@ -43,6 +44,9 @@ Status run_worker(const WorkerOptions& options) {
   STRATA_ASSIGN(with_speed.speed, model::cached_node_speed(threads, options.speed_cache_dir));
   spdlog::info("worker: speed with {} threads ({}): {}", threads,
                with_speed.speed.from_cache ? "cached for this host" : "measured now", with_speed.speed.text());
+  with_speed.speed_from_cache = true;
+  // Decoding's own product rates go into that cache as they run, for the next plan.
+  const tensor::DecodeRateKeeper rate_keeper(threads, options.speed_cache_dir);
   WorkerService service(with_speed);
   grpc::ServerBuilder builder;
   int port = 0;

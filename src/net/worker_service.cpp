@@ -136,13 +136,23 @@ Status WorkerService::Hello(grpc::ServerContext* ctx, grpc::ServerReader<v1::Hel
   for (const auto& h : store_.model_hashes()) reply->add_model_sha256(h);
   std::lock_guard lock(mu_);
   reply->set_sessions(static_cast<int32_t>(sessions_.size()));
-  reply->mutable_speed()->set_read_bandwidth(options_.speed.read_bandwidth);
-  for (const auto& [type, rate] : options_.speed.product_rates) {
+  tensor::NodeSpeed speed = options_.speed;
+  if (options_.speed_from_cache) {
+    if (auto now = tensor::read_cached_node_speed(reply->threads(), options_.speed_cache_dir); now.ok()) speed = *now;
+  }
+  reply->mutable_speed()->set_read_bandwidth(speed.read_bandwidth);
+  for (const auto& [type, rate] : speed.product_rates) {
     v1::TypeRate* r = reply->mutable_speed()->add_rates();
     r->set_type(static_cast<int32_t>(type));
     r->set_bytes_per_second(rate);
   }
-  const tensor::LayerWork& w = options_.speed.layer_work;
+  for (DType t : speed.decoded) reply->mutable_speed()->add_decoded(static_cast<int32_t>(t));
+  for (const auto& [type, rate] : speed.slice_rates) {
+    v1::TypeRate* r = reply->mutable_speed()->add_slice_rates();
+    r->set_type(static_cast<int32_t>(type));
+    r->set_bytes_per_second(rate);
+  }
+  const tensor::LayerWork& w = speed.layer_work;
   reply->mutable_speed()->set_kv_element_seconds(w.kv_element);
   reply->mutable_speed()->set_kv_query_element_seconds(w.kv_query_element);
   reply->mutable_speed()->set_state_element_seconds(w.state_element);

@@ -33,6 +33,7 @@ struct WorkerOptions {
   int32_t max_sessions = 8;   // coordinators served at once; each session holds a stage and its metadata
   std::string speed_cache_dir = default_cache_dir();  // where this host's measured speed is kept
   tensor::NodeSpeed speed;    // what Hello reports (run_worker measures it, or reads it from the cache)
+  bool speed_from_cache = false;  // Hello reports the speed cached now (decoding refines it), else `speed`
 };
 
 class WorkerService final : public v1::Worker::Service {

@@ -60,9 +60,10 @@ struct UnitWork {
   int32_t layer = -1;  // -1: the output head (products only)
 };
 
-double seconds(const tensor::NodeSpeed& speed, const Reads& reads) {
+// `slices`: as a -sm tensor member reads them (its slice rates where decoding measured them).
+double seconds(const tensor::NodeSpeed& speed, const Reads& reads, bool slices) {
   double s = 0;
-  for (const auto& [type, bytes] : reads) s += speed.seconds(type, bytes);
+  for (const auto& [type, bytes] : reads) s += slices ? speed.slice_seconds(type, bytes) : speed.seconds(type, bytes);
   return s;
 }
 
@@ -82,8 +83,9 @@ std::vector<UnitWork> unit_work(const model::Model& model) {
   return units;
 }
 
-double seconds(const tensor::NodeSpeed& speed, const model::HParams& hp, const UnitWork& u, int64_t positions) {
-  const double products = seconds(speed, u.reads);
+double seconds(const tensor::NodeSpeed& speed, const model::HParams& hp, const UnitWork& u, int64_t positions,
+               bool slices = false) {
+  const double products = seconds(speed, u.reads, slices);
   return u.layer < 0 ? products : products + layer_work_seconds(speed, hp, u.layer, positions);
 }
 
@@ -125,7 +127,7 @@ std::vector<double> speed_shares(const model::Model& model, const std::vector<No
   std::vector<double> shares;
   for (const Node& n : nodes) {
     double total = 0;
-    for (const auto& u : units) total += seconds(n.speed, model.hparams(), u, positions);
+    for (const auto& u : units) total += seconds(n.speed, model.hparams(), u, positions, true);
     shares.push_back(total > 0 ? 1.0 / total : 0.0);
   }
   return shares;
@@ -291,8 +293,9 @@ std::vector<double> segment_seconds(const model::Model& model, const Node& node,
                                     int64_t positions) {
   const int32_t n_layer = model.hparams().n_layer;
   std::vector<double> seg(2 * static_cast<size_t>(n_layer) + 1, 0.0);
+  const bool slices = st.shard.split();
   for_each_read(model, st, false, [&](const model::Model::Tensor& t, uint64_t bytes) {
-    seg[segment_of(t.decl, n_layer)] += node.speed.seconds(t.info->type, bytes);
+    seg[segment_of(t.decl, n_layer)] += slices ? node.speed.slice_seconds(t.info->type, bytes) : node.speed.seconds(t.info->type, bytes);
   });
   const model::HParams hp = model::shard_hparams(model.hparams(), st.shard);
   for (int32_t il = 0; il < static_cast<int32_t>(st.owned.size()) && il < n_layer; ++il) {

@@ -111,7 +111,8 @@ Status check_budget(const model::Model& model, const std::vector<Node>& nodes, c
 bool speeds_known(const std::vector<Node>& nodes);
 // -ts auto, or what none of -ts, -ngl and -ot means.
 bool auto_split(const Request& request);
-// Per node, its -sm tensor share under -ts auto: 1 / its predicted time for the whole model.
+// Per node, its -sm tensor share under -ts auto: 1 / its predicted time for the whole model, read as
+// slices (tensor::NodeSpeed::slice_seconds).
 std::vector<double> speed_shares(const model::Model& model, const std::vector<Node>& nodes, const Request& request);
 // Cached positions a decoded token attends to at the request's depth (within a sequence's context).
 int64_t attended_positions(const Request& request);

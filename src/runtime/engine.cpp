@@ -13,6 +13,7 @@
 #include "base/system.h"
 #include "runtime/tensor_group.h"
 #include "model/layer_speed.h"
+#include "tensor/decode_rates.h"
 
 namespace strata::runtime {
 namespace {
@@ -110,6 +111,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   const int32_t n_ctx = request.n_ctx;
   if (n_ctx > hp.n_ctx_train) spdlog::warn("context {} exceeds the model's training context {}", n_ctx, hp.n_ctx_train);
   const int32_t n_threads = options.n_threads > 0 ? options.n_threads : hardware_threads();
+  e->rate_keeper_ = std::make_unique<tensor::DecodeRateKeeper>(n_threads, default_cache_dir());
 
   // The cluster: this machine first, then the workers in --rpc order, with the facts they report.
   std::vector<plan::Node> nodes = {this_machine(n_threads, !options.cluster.workers.empty())};

@@ -16,6 +16,10 @@
 #include "plan/plan.h"
 #include "text/vocab.h"
 
+namespace strata::tensor {
+class DecodeRateKeeper;
+}
+
 namespace strata::runtime {
 
 class TensorGroup;
@@ -178,6 +182,9 @@ class Engine {
   void heartbeat();
   const model::StageRunner& runner() const { return local_->runner(); }
 
+  // Keeps the rates this process's decoding runs at in this host's cached speed; destroyed last, so
+  // it saves once more after the final step.
+  std::unique_ptr<tensor::DecodeRateKeeper> rate_keeper_;
   EngineOptions options_;
   std::shared_ptr<const model::Model> model_;
   std::shared_ptr<const text::Vocab> vocab_;

@@ -1,8 +1,10 @@
 #include "tensor/matmul.h"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
+#include "tensor/decode_rates.h"
 #include "tensor/quants.h"
 #include "tensor/repack.h"
 #include "tensor/repack_blocks.h"
@@ -94,10 +96,11 @@ void matmul_batch(std::span<const MatmulJob> jobs, ThreadPool& pool) {
   // computes a row changes no bit of it.
   constexpr int64_t kStreamTokens = 8;
   std::vector<int64_t> first_row(jobs.size() + 1, 0);
-  bool streaming = true;
+  bool streaming = true, one_token = true;
   for (size_t j = 0; j < jobs.size(); ++j) {
     first_row[j + 1] = first_row[j] + (jobs[j].w.rows + kRepackRows - 1) / kRepackRows * kRepackRows;
     streaming = streaming && jobs[j].n_tokens <= kStreamTokens;
+    one_token = one_token && jobs[j].n_tokens == 1;
   }
   const int64_t total = first_row.back();
   auto rows = [&](int64_t g0, int64_t g1) {
@@ -110,7 +113,11 @@ void matmul_batch(std::span<const MatmulJob> jobs, ThreadPool& pool) {
       if (r1 > r0) matmul_rows(job.w, *job.x, job.x_first, job.n_tokens, job.y, job.y_stride, r0, r1);
     }
   };
-  if (streaming) {
+  if (one_token) {  // decoding: timed, so the planner learns the rates its products run at
+    const auto start = std::chrono::steady_clock::now();
+    pool.parallel_for_shares(total, kDecodeRowsPerStep, rows);
+    record_decoded_products(jobs, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  } else if (streaming) {
     pool.parallel_for_shares(total, kDecodeRowsPerStep, rows);
   } else {
     pool.parallel_for(total, 16, rows);

@@ -20,6 +20,7 @@
 
 #include "base/system.h"
 #include "tensor/aligned_buffer.h"
+#include "tensor/decode_rates.h"
 #include "tensor/matmul.h"
 #include "tensor/quantize_weights.h"
 #include "tensor/repack.h"
@@ -200,6 +201,13 @@ double NodeSpeed::seconds(DType type, uint64_t bytes) const {
   return slowest > 0 ? static_cast<double>(bytes) / slowest : 0;
 }
 
+double NodeSpeed::slice_seconds(DType type, uint64_t bytes) const {
+  for (const auto& [t, rate] : slice_rates) {
+    if (t == type) return static_cast<double>(bytes) / rate;
+  }
+  return seconds(type, bytes);
+}
+
 double NodeSpeed::attention_seconds(int64_t positions, int64_t kv_heads, int64_t dk_plus_dv, int64_t group) const {
   const double elements = static_cast<double>(positions) * static_cast<double>(kv_heads) * static_cast<double>(dk_plus_dv);
   return elements * (layer_work.kv_element + static_cast<double>(group) * layer_work.kv_query_element);
@@ -212,8 +220,16 @@ double NodeSpeed::recurrent_seconds(int64_t state_elements) const {
 std::string NodeSpeed::text() const {
   if (!known()) return "not measured";
   std::string rates;
-  for (const auto& [t, rate] : product_rates) rates += fmt::format("{}{} {:.1f}", rates.empty() ? "" : ", ", dtype_name(t), rate / 1e9);
+  for (const auto& [t, rate] : product_rates) {
+    const bool as_decoded = std::find(decoded.begin(), decoded.end(), t) != decoded.end();
+    rates += fmt::format("{}{} {:.1f}{}", rates.empty() ? "" : ", ", dtype_name(t), rate / 1e9, as_decoded ? " (decoded)" : "");
+  }
   std::string s = fmt::format("read {:.1f} GB/s; one-token products {} GB/s", read_bandwidth / 1e9, rates);
+  if (!slice_rates.empty()) {
+    std::string slices;
+    for (const auto& [t, rate] : slice_rates) slices += fmt::format("{}{} {:.1f}", slices.empty() ? "" : ", ", dtype_name(t), rate / 1e9);
+    s += fmt::format("; tensor-split slices {} GB/s (decoded)", slices);
+  }
   if (layer_work.known()) {
     s += fmt::format("; attention {:.3f} ns per cached K/V element + {:.3f} per query head; delta rule {:.3f} ns per "
                      "state element",
@@ -232,13 +248,20 @@ Status NodeSpeed::validate() const {
     // A millisecond per element is beyond any CPU; 0 means not measured.
     if (!std::isfinite(value) || value < 0 || value > 1e-3) return make_error("node speed: {} {} out of range", name, value);
   }
-  if (product_rates.size() > 64) return make_error("node speed: {} product rates is too many", product_rates.size());
-  for (size_t i = 0; i < product_rates.size(); ++i) {
-    const auto& [type, rate] = product_rates[i];
-    if (!dtype_info(static_cast<int32_t>(type))) return make_error("node speed: type {} unknown", static_cast<int32_t>(type));
-    if (bad(rate)) return make_error("node speed: {} rate {} out of range", dtype_name(type), rate);
-    for (size_t j = 0; j < i; ++j) {
-      if (product_rates[j].first == type) return make_error("node speed: {} listed twice", dtype_name(type));
+  for (const auto* list : {&product_rates, &slice_rates}) {
+    if (list->size() > 64) return make_error("node speed: {} rates is too many", list->size());
+    for (size_t i = 0; i < list->size(); ++i) {
+      const auto& [type, rate] = (*list)[i];
+      if (!dtype_info(static_cast<int32_t>(type))) return make_error("node speed: type {} unknown", static_cast<int32_t>(type));
+      if (bad(rate)) return make_error("node speed: {} rate {} out of range", dtype_name(type), rate);
+      for (size_t j = 0; j < i; ++j) {
+        if ((*list)[j].first == type) return make_error("node speed: {} listed twice", dtype_name(type));
+      }
+    }
+  }
+  for (DType t : decoded) {
+    if (std::none_of(product_rates.begin(), product_rates.end(), [&](const auto& r) { return r.first == t; })) {
+      return make_error("node speed: {} marked decoded has no rate", dtype_name(t));
     }
   }
   return {};
@@ -305,12 +328,27 @@ Result<NodeSpeed> read_speed(const std::string& path, const std::string& key) {
   LayerWork& w = s.layer_work;
   if (!(in >> name >> w.kv_element >> w.kv_query_element) || name != "attention") return make_error("cached speed: no attention");
   if (!(in >> name >> w.state_element) || name != "recurrent") return make_error("cached speed: no recurrent state");
-  while (in >> name >> rate) {
+  std::getline(in, line);  // the rest of the "recurrent" line
+  // "TYPE RATE", "TYPE RATE decoded" for a rate decoding ran at, "slice TYPE RATE" for a slice rate.
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string mark;
+    const bool slice = line.rfind("slice ", 0) == 0;
+    if (slice) fields >> mark;
+    if (!(fields >> name >> rate)) return make_error("cached speed: bad product line");
     const auto type = dtype_from_name(name);
     if (!type) return make_error("cached speed: unknown type '{}'", name.substr(0, 32));
-    s.product_rates.emplace_back(*type, rate);
+    (slice ? s.slice_rates : s.product_rates).emplace_back(*type, rate);
+    if (!slice && fields >> mark) {
+      if (mark != "decoded") return make_error("cached speed: unknown mark '{}'", mark.substr(0, 32));
+      s.decoded.push_back(*type);
+    }
   }
-  if (s.product_rates.size() != measured_types().size()) return make_error("cached speed: incomplete");
+  for (DType t : measured_types()) {
+    if (std::none_of(s.product_rates.begin(), s.product_rates.end(), [&](const auto& r) { return r.first == t; })) {
+      return make_error("cached speed: no {} rate", dtype_name(t));
+    }
+  }
   STRATA_TRY(s.validate());
   return s;
 }
@@ -322,7 +360,11 @@ Status write_speed(const std::string& path, const std::string& key, const NodeSp
     const LayerWork& w = s.layer_work;
     out << key << "\nread " << fmt::format("{:.17g}", s.read_bandwidth) << "\n";
     out << fmt::format("attention {:.17g} {:.17g}\nrecurrent {:.17g}\n", w.kv_element, w.kv_query_element, w.state_element);
-    for (const auto& [t, rate] : s.product_rates) out << dtype_name(t) << " " << fmt::format("{:.17g}", rate) << "\n";
+    for (const auto& [t, rate] : s.product_rates) {
+      const bool as_decoded = std::find(s.decoded.begin(), s.decoded.end(), t) != s.decoded.end();
+      out << dtype_name(t) << " " << fmt::format("{:.17g}", rate) << (as_decoded ? " decoded" : "") << "\n";
+    }
+    for (const auto& [t, rate] : s.slice_rates) out << "slice " << dtype_name(t) << " " << fmt::format("{:.17g}", rate) << "\n";
     if (!out) return make_error("{}: cannot write", tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return make_error("{}: cannot rename to {}", tmp, path);
@@ -364,6 +406,39 @@ Result<NodeSpeed> cached_node_speed(int32_t threads, const std::string& cache_di
   STRATA_TRY(s.validate());
   (void)write_speed(path, key, s);  // a cache that cannot be written only costs the next start a measurement
   return s;
+}
+
+Result<NodeSpeed> read_cached_node_speed(int32_t threads, const std::string& cache_dir) {
+  const std::string key = node_speed_key(threads);
+  const std::filesystem::path dir = std::filesystem::path(cache_dir) / "node-speed";
+  FileLock lock((dir / ".lock").string());
+  STRATA_ASSIGN(NodeSpeed s, read_speed((dir / key_file(key)).string(), key));
+  s.from_cache = true;
+  return s;
+}
+
+Result<std::vector<DecodedProducts>> fold_decoded_rates(int32_t threads, const std::string& cache_dir,
+                                                        const std::vector<DecodedProducts>& products, double min_seconds) {
+  const std::string key = node_speed_key(threads);
+  const std::filesystem::path dir = std::filesystem::path(cache_dir) / "node-speed";
+  const std::string path = (dir / key_file(key)).string();
+  std::vector<DecodedProducts> folded;
+  if (!std::filesystem::exists(path)) return folded;
+  FileLock lock((dir / ".lock").string());
+  STRATA_ASSIGN(NodeSpeed s, read_speed(path, key));
+  for (const DecodedProducts& p : products) {
+    if (p.seconds < min_seconds || !(p.rate() > 0) || p.rate() > kMaxRate) continue;
+    auto& rates = p.slices ? s.slice_rates : s.product_rates;
+    auto it = std::find_if(rates.begin(), rates.end(), [&](const auto& r) { return r.first == p.type; });
+    if (it == rates.end()) it = rates.insert(rates.end(), {p.type, 0.0});
+    it->second = p.rate();
+    if (!p.slices && std::find(s.decoded.begin(), s.decoded.end(), p.type) == s.decoded.end()) s.decoded.push_back(p.type);
+    folded.push_back(p);
+  }
+  if (folded.empty()) return folded;
+  STRATA_TRY(s.validate());
+  STRATA_TRY(write_speed(path, key, s));
+  return folded;
 }
 
 }  // namespace strata::tensor

@@ -19,6 +19,8 @@
 
 namespace strata::tensor {
 
+struct DecodedProducts;  // decode_rates.h
+
 // Seconds a decoded token's non-product work takes per element, with the node's threads.
 struct LayerWork {
   double kv_element = 0;        // attention: per cached K or V element read (positions x KV heads x (d_k + d_v))
@@ -34,12 +36,19 @@ struct NodeSpeed {
   // or not), with the node's threads.
   std::vector<std::pair<DType, double>> product_rates;
   LayerWork layer_work;     // zero where not measured (then only the products are predicted)
+  // Types whose rate is what this host's decoding ran at (fold_decoded_rates), not the probe's.
+  std::vector<DType> decoded;
+  // Per weight type: what a tensor-split member's one-token products of its slices ran at (decoded,
+  // never probed; empty until this host decoded in a tensor split).
+  std::vector<std::pair<DType, double>> slice_rates;
   bool from_cache = false;  // read from this host's cache rather than measured by this process
 
   bool known() const { return !product_rates.empty(); }
   // Seconds one-token products of `bytes` of `type` weights take: its rate, or the slowest measured
   // type's for a type not measured. 0 when nothing is known.
   double seconds(DType type, uint64_t bytes) const;
+  // The same for a tensor-split member's slices: the type's slice rate where decoding measured one.
+  double slice_seconds(DType type, uint64_t bytes) const;
   // Seconds one token's attention over `positions` cached positions takes: `kv_heads` heads of
   // d_k + d_v elements each, every one read by `group` query heads.
   double attention_seconds(int64_t positions, int64_t kv_heads, int64_t dk_plus_dv, int64_t group) const;
@@ -49,7 +58,7 @@ struct NodeSpeed {
   // speed that came over the network or from a file.
   Status validate() const;
   // "read 41.2 GB/s; one-token products F32 20.1, ..., Q6_K 21.0 GB/s; attention ..." ("not measured"
-  // when unknown).
+  // when unknown); a rate decoding ran at is marked "(decoded)".
   std::string text() const;
 };
 
@@ -77,5 +86,16 @@ std::string node_speed_key(int32_t threads);
 // each other. model::cached_node_speed passes the whole probe (products and layer work).
 using SpeedProbe = std::function<Result<NodeSpeed>(int32_t threads)>;
 Result<NodeSpeed> cached_node_speed(int32_t threads, const std::string& cache_dir, const SpeedProbe& measure);
+// The speed cached for `threads` under cache_dir, without measuring: an error when there is none.
+Result<NodeSpeed> read_cached_node_speed(int32_t threads, const std::string& cache_dir);
+
+// Sets the rates cached for `threads` under cache_dir to what decoding ran at (tensor/decode_rates.h),
+// for each type and kind whose one-token products took at least `min_seconds` in `products`: whole
+// matrices replace the probe's product rate, slices set the slice rate. The probe times one large
+// product in a loop; decoding runs a model's shapes between its other work, and the next plan
+// predicts from that. Returns what was set; nothing when the host has no cached speed for `threads`
+// (no probe to correct).
+Result<std::vector<DecodedProducts>> fold_decoded_rates(int32_t threads, const std::string& cache_dir,
+                                              const std::vector<DecodedProducts>& products, double min_seconds = 0.5);
 
 }  // namespace strata::tensor

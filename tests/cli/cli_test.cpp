@@ -172,7 +172,8 @@ TEST(Cli, plan_predicts_each_nodes_time_per_token_and_ts_auto_places_by_speed) {
     EXPECT_TRUE(std::regex_search(r.out, std::regex("total / usable +ms/token\\n"))) << r.out;
     EXPECT_TRUE(std::regex_search(r.out, std::regex("\\npredicted: [0-9.]+ tokens/s for one sequence"))) << r.out;
     EXPECT_TRUE(std::regex_search(r.out, std::regex("\\n  speed of 127\\.0\\.0\\.1:[0-9]+ \\(1 threads\\): read [0-9.]+ GB/s; "
-                                                     "one-token products F32 [0-9.]+, .*Q6_K [0-9.]+ GB/s; "
+                                                     "one-token products F32 [0-9.]+, .*Q6_K [0-9.]+( \\(decoded\\))? GB/s; "
+                                                     "(tensor-split slices [^;]+ GB/s \\(decoded\\); )?"
                                                      "attention [0-9.]+ ns per cached K/V element \\+ [0-9.]+ per query head; "
                                                      "delta rule [0-9.]+ ns per state element\\n"))) << r.out;
     EXPECT_TRUE(std::regex_search(r.out, std::regex("\\n  one attention \\+ FFN layer \\(layer 0\\), tokens/s: local [0-9]+, "

@@ -156,6 +156,35 @@ TEST_F(BalanceTest, tensor_split_shares_follow_speed_so_member_times_are_equal) 
   EXPECT_NE(all_text(even->warnings).find("local is predicted idle"), std::string::npos) << all_text(even->warnings);
 }
 
+// A tensor-split member's slices run at the rate its decoding measured for slices where it has one:
+// equal whole-matrix rates, but one worker's slices at half speed, get it the smaller share; a layer
+// split of the same nodes does not read slice rates.
+TEST_F(BalanceTest, tensor_split_reads_the_slice_rates_decoding_measured) {
+  Request r = request();
+  r.split_mode = SplitMode::kTensor;
+  std::vector<Node> nodes = three(1e9, 1e9, 1e9);
+  auto even = make_plan(*wide_, nodes, r);
+  ASSERT_TRUE(even.ok()) << even.error().message;
+  nodes[2].speed.slice_rates = {{DType::F32, 0.5e9}};
+  auto p = make_plan(*wide_, nodes, r);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_LT(p->read_per_token[2], 0.75 * p->read_per_token[1]);
+  EXPECT_LT(p->predicted_tokens_per_s, even->predicted_tokens_per_s);
+  const auto [lo, hi] = std::minmax_element(p->predicted_ms.begin(), p->predicted_ms.end());
+  EXPECT_LT(*hi / *lo, 1.35) << p->predicted_ms[0] << " " << p->predicted_ms[1] << " " << p->predicted_ms[2];
+  // Given even shares, its time per token is its slices' bytes at the slice rate: twice the others'.
+  r.tensor_split = {1, 1, 1};
+  auto forced = make_plan(*wide_, nodes, r);
+  ASSERT_TRUE(forced.ok());
+  EXPECT_NEAR(forced->predicted_ms[2] / forced->predicted_ms[1], 2.0, 0.2);
+  Request layers = request();
+  auto by_layer = make_plan(*wide_, nodes, layers);
+  auto by_layer_even = make_plan(*wide_, three(1e9, 1e9, 1e9), layers);
+  ASSERT_TRUE(by_layer.ok() && by_layer_even.ok());
+  EXPECT_EQ(by_layer->layer_owner, by_layer_even->layer_owner);
+  EXPECT_DOUBLE_EQ(by_layer->predicted_tokens_per_s, by_layer_even->predicted_tokens_per_s);
+}
+
 TEST_F(BalanceTest, tensor_split_auto_shrinks_a_share_that_does_not_fit) {
   Request r = request();
   r.split_mode = SplitMode::kTensor;
