@@ -7,7 +7,8 @@
 # for it (attention over the cache, at each node's measured cost per element).
 # Needs a writable cgroup cpu controller (root; cgroup v1 "cpu", or v2 with cpu enabled). Two nodes on
 # a 2-core machine: each member of a tensor split has a core to itself (a third would share one, and
-# its waits would take CPU time from the others). Speeds are measured once per host and CPU share.
+# its waits would take CPU time from the others). Speeds are measured once per host and CPU share,
+# then corrected by what each run decodes at (tensor/decode_rates.h): later rounds predict from that.
 # The coordinator runs on CPU 0 and the worker on the others (taskset, where the host has it).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -146,6 +146,8 @@ void DecodeRateKeeper::save() {
     return;
   }
   for (const DecodedProducts& p : *folded) {
+    // Folded once: what stays waits for more seconds of its type.
+    std::erase_if(kept_, [&](const DecodedProducts& k) { return k.type == p.type && k.slices == p.slices; });
     spdlog::debug("this host's speed ({} threads) keeps {} {} at {:.1f} GB/s as decoded ({:.2f} s of products)", threads_,
                   dtype_name(p.type), p.slices ? "slices" : "matrices", p.rate() / 1e9, p.seconds);
   }

@@ -317,43 +317,75 @@ std::string key_file(const std::string& key) {
   return fmt::format("{:016x}", h);
 }
 
-Result<NodeSpeed> read_speed(const std::string& path, const std::string& key) {
+// The seconds of decoded products behind a type's decoded rate (whole matrices or slices).
+struct Evidence {
+  DType type;
+  bool slices;
+  double seconds;
+};
+
+// "TYPE RATE", "TYPE RATE decoded SECONDS" for a rate decoding ran at, "slice TYPE RATE SECONDS" for a
+// slice rate (SECONDS: the products' time behind it).
+Status read_rate_line(const std::string& line, NodeSpeed& s, std::vector<Evidence>& evidence) {
+  std::istringstream fields(line);
+  std::string name, mark;
+  double rate = 0, seconds = 0;
+  const bool slice = line.rfind("slice ", 0) == 0;
+  if (slice) fields >> mark;
+  if (!(fields >> name >> rate)) return make_error("cached speed: bad product line");
+  const auto type = dtype_from_name(name);
+  if (!type) return make_error("cached speed: unknown type '{}'", name.substr(0, 32));
+  (slice ? s.slice_rates : s.product_rates).emplace_back(*type, rate);
+  bool decoded = slice;
+  if (!slice && fields >> mark) {
+    if (mark != "decoded") return make_error("cached speed: unknown mark '{}'", mark.substr(0, 32));
+    s.decoded.push_back(*type);
+    decoded = true;
+  }
+  std::string behind;
+  if (decoded && fields >> behind) {
+    char* end = nullptr;
+    seconds = std::strtod(behind.c_str(), &end);
+    if (*end || !std::isfinite(seconds) || seconds < 0 || seconds > 1e9) {
+      return make_error("cached speed: bad seconds '{}' behind {}", behind.substr(0, 32), name);
+    }
+    evidence.push_back({*type, slice, seconds});
+  }
+  if (fields >> behind) return make_error("cached speed: '{}' after {}", behind.substr(0, 32), name);
+  return {};
+}
+
+Result<NodeSpeed> read_speed(const std::string& path, const std::string& key, std::vector<Evidence>* evidence = nullptr) {
   std::ifstream in(path);
   std::string line;
   if (!std::getline(in, line) || line != key) return make_error("no cached speed");
   NodeSpeed s;
   std::string name;
-  double rate = 0;
   if (!(in >> name >> s.read_bandwidth) || name != "read") return make_error("cached speed: no read bandwidth");
   LayerWork& w = s.layer_work;
   if (!(in >> name >> w.kv_element >> w.kv_query_element) || name != "attention") return make_error("cached speed: no attention");
   if (!(in >> name >> w.state_element) || name != "recurrent") return make_error("cached speed: no recurrent state");
   std::getline(in, line);  // the rest of the "recurrent" line
-  // "TYPE RATE", "TYPE RATE decoded" for a rate decoding ran at, "slice TYPE RATE" for a slice rate.
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string mark;
-    const bool slice = line.rfind("slice ", 0) == 0;
-    if (slice) fields >> mark;
-    if (!(fields >> name >> rate)) return make_error("cached speed: bad product line");
-    const auto type = dtype_from_name(name);
-    if (!type) return make_error("cached speed: unknown type '{}'", name.substr(0, 32));
-    (slice ? s.slice_rates : s.product_rates).emplace_back(*type, rate);
-    if (!slice && fields >> mark) {
-      if (mark != "decoded") return make_error("cached speed: unknown mark '{}'", mark.substr(0, 32));
-      s.decoded.push_back(*type);
-    }
-  }
+  std::vector<Evidence> seen;
+  while (std::getline(in, line)) STRATA_TRY(read_rate_line(line, s, seen));
   for (DType t : measured_types()) {
     if (std::none_of(s.product_rates.begin(), s.product_rates.end(), [&](const auto& r) { return r.first == t; })) {
       return make_error("cached speed: no {} rate", dtype_name(t));
     }
   }
   STRATA_TRY(s.validate());
+  if (evidence) *evidence = std::move(seen);
   return s;
 }
 
-Status write_speed(const std::string& path, const std::string& key, const NodeSpeed& s) {
+double evidence_of(const std::vector<Evidence>& evidence, DType type, bool slices) {
+  for (const Evidence& e : evidence) {
+    if (e.type == type && e.slices == slices) return e.seconds;
+  }
+  return 0;
+}
+
+Status write_speed(const std::string& path, const std::string& key, const NodeSpeed& s, const std::vector<Evidence>& evidence = {}) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
@@ -361,10 +393,15 @@ Status write_speed(const std::string& path, const std::string& key, const NodeSp
     out << key << "\nread " << fmt::format("{:.17g}", s.read_bandwidth) << "\n";
     out << fmt::format("attention {:.17g} {:.17g}\nrecurrent {:.17g}\n", w.kv_element, w.kv_query_element, w.state_element);
     for (const auto& [t, rate] : s.product_rates) {
-      const bool as_decoded = std::find(s.decoded.begin(), s.decoded.end(), t) != s.decoded.end();
-      out << dtype_name(t) << " " << fmt::format("{:.17g}", rate) << (as_decoded ? " decoded" : "") << "\n";
+      out << dtype_name(t) << " " << fmt::format("{:.17g}", rate);
+      if (std::find(s.decoded.begin(), s.decoded.end(), t) != s.decoded.end()) {
+        out << fmt::format(" decoded {:.6g}", evidence_of(evidence, t, false));
+      }
+      out << "\n";
     }
-    for (const auto& [t, rate] : s.slice_rates) out << "slice " << dtype_name(t) << " " << fmt::format("{:.17g}", rate) << "\n";
+    for (const auto& [t, rate] : s.slice_rates) {
+      out << fmt::format("slice {} {:.17g} {:.6g}\n", dtype_name(t), rate, evidence_of(evidence, t, true));
+    }
     if (!out) return make_error("{}: cannot write", tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return make_error("{}: cannot rename to {}", tmp, path);
@@ -419,25 +456,33 @@ Result<NodeSpeed> read_cached_node_speed(int32_t threads, const std::string& cac
 
 Result<std::vector<DecodedProducts>> fold_decoded_rates(int32_t threads, const std::string& cache_dir,
                                                         const std::vector<DecodedProducts>& products, double min_seconds) {
+  // A run's products weigh against at most this much of the earlier ones: one slow run (another
+  // process on the host) moves the rate by a part, and a changed host is learned in a few runs.
+  constexpr double kEarlierSeconds = 10;
   const std::string key = node_speed_key(threads);
   const std::filesystem::path dir = std::filesystem::path(cache_dir) / "node-speed";
   const std::string path = (dir / key_file(key)).string();
   std::vector<DecodedProducts> folded;
   if (!std::filesystem::exists(path)) return folded;
   FileLock lock((dir / ".lock").string());
-  STRATA_ASSIGN(NodeSpeed s, read_speed(path, key));
+  std::vector<Evidence> evidence;
+  STRATA_ASSIGN(NodeSpeed s, read_speed(path, key, &evidence));
   for (const DecodedProducts& p : products) {
     if (p.seconds < min_seconds || !(p.rate() > 0) || p.rate() > kMaxRate) continue;
     auto& rates = p.slices ? s.slice_rates : s.product_rates;
     auto it = std::find_if(rates.begin(), rates.end(), [&](const auto& r) { return r.first == p.type; });
     if (it == rates.end()) it = rates.insert(rates.end(), {p.type, 0.0});
-    it->second = p.rate();
+    auto e = std::find_if(evidence.begin(), evidence.end(), [&](const Evidence& x) { return x.type == p.type && x.slices == p.slices; });
+    if (e == evidence.end()) e = evidence.insert(evidence.end(), {p.type, p.slices, 0.0});  // the probe's rate: replaced
+    const double earlier = std::min(e->seconds, kEarlierSeconds);
+    it->second = (it->second * earlier + static_cast<double>(p.bytes)) / (earlier + p.seconds);
+    e->seconds = earlier + p.seconds;
     if (!p.slices && std::find(s.decoded.begin(), s.decoded.end(), p.type) == s.decoded.end()) s.decoded.push_back(p.type);
-    folded.push_back(p);
+    folded.push_back({p.type, p.slices, static_cast<uint64_t>(it->second * e->seconds), e->seconds});
   }
   if (folded.empty()) return folded;
   STRATA_TRY(s.validate());
-  STRATA_TRY(write_speed(path, key, s));
+  STRATA_TRY(write_speed(path, key, s, evidence));
   return folded;
 }
 

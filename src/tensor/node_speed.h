@@ -89,12 +89,13 @@ Result<NodeSpeed> cached_node_speed(int32_t threads, const std::string& cache_di
 // The speed cached for `threads` under cache_dir, without measuring: an error when there is none.
 Result<NodeSpeed> read_cached_node_speed(int32_t threads, const std::string& cache_dir);
 
-// Sets the rates cached for `threads` under cache_dir to what decoding ran at (tensor/decode_rates.h),
-// for each type and kind whose one-token products took at least `min_seconds` in `products`: whole
-// matrices replace the probe's product rate, slices set the slice rate. The probe times one large
-// product in a loop; decoding runs a model's shapes between its other work, and the next plan
-// predicts from that. Returns what was set; nothing when the host has no cached speed for `threads`
-// (no probe to correct).
+// Folds what decoding ran at (tensor/decode_rates.h) into the rates cached for `threads` under
+// cache_dir, for each type and kind whose one-token products took at least `min_seconds` in
+// `products`: whole matrices into the product rate (replacing the probe's, marked decoded), slices
+// into the slice rate; weighed by seconds against at most 10 s of the products folded before. The
+// probe times one large product in a loop; decoding runs a model's shapes between its other work,
+// and the next plan predicts from that. Returns each rate as now kept (bytes and seconds behind
+// it); nothing when the host has no cached speed for `threads` (no probe to correct).
 Result<std::vector<DecodedProducts>> fold_decoded_rates(int32_t threads, const std::string& cache_dir,
                                               const std::vector<DecodedProducts>& products, double min_seconds = 0.5);
 

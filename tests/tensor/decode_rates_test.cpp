@@ -134,8 +134,33 @@ TEST_F(FoldTest, DecodedRatesReplaceTheProbesAndSlicesGetTheirOwn) {
   EXPECT_TRUE(s->validate().ok());
 }
 
+// Later runs weigh by their seconds against at most 10 s of the earlier ones: one slow run moves the
+// rate by a part, a host that changed is learned within a few runs.
+TEST_F(FoldTest, LaterRunsAverageWithTheEarlierOnesBySeconds) {
+  cache_a_probe();
+  auto first = fold_decoded_rates(1, dir_, {{DType::Q4_K, false, 20'000'000'000, 2.0}});  // 10 GB/s
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  auto second = fold_decoded_rates(1, dir_, {{DType::Q4_K, false, 40'000'000'000, 2.0}});  // 20 GB/s
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  ASSERT_EQ(second->size(), 1u);
+  EXPECT_DOUBLE_EQ((*second)[0].rate(), 15e9);  // 2 s each
+  EXPECT_DOUBLE_EQ((*second)[0].seconds, 4.0);
+  for (int run = 0; run < 8; ++run) ASSERT_TRUE(fold_decoded_rates(1, dir_, {{DType::Q4_K, false, 20'000'000'000, 4.0}}).ok());
+  auto s = read_cached_node_speed(1, dir_);  // 32 s at 5 GB/s since: what the host does now, nearly
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_LT(rate(s->product_rates, DType::Q4_K), 6e9);
+  auto slow = fold_decoded_rates(1, dir_, {{DType::Q4_K, false, 2'500'000'000, 1.0}});  // one run at half that
+  ASSERT_TRUE(slow.ok());
+  EXPECT_GT((*slow)[0].rate(), 0.9 * rate(s->product_rates, DType::Q4_K));
+}
+
 TEST_F(FoldTest, ADamagedMarkIsRefusedNotRead) {
   cache_a_probe();
+  for (const auto& e : std::filesystem::directory_iterator(dir_ + "/node-speed")) {
+    if (e.path().filename().string()[0] == '.') continue;
+    std::ofstream(e.path(), std::ios::app) << "slice Q8_0 1e9 nan\n";
+  }
+  EXPECT_FALSE(read_cached_node_speed(1, dir_).ok());
   for (const auto& e : std::filesystem::directory_iterator(dir_ + "/node-speed")) {
     if (e.path().filename().string()[0] == '.') continue;
     std::ofstream(e.path(), std::ios::app) << "Q8_0 1e9 guessed\n";
@@ -157,7 +182,7 @@ TEST_F(FoldTest, TheKeeperWritesWhatDecodingRanAt) {
   Product p(4096);  // 4 MiB of F32
   const auto before = decoded_products();
   {
-    const DecodeRateKeeper keeper(1, dir_, std::chrono::milliseconds(50), 2);
+    const DecodeRateKeeper keeper(1, dir_, std::chrono::milliseconds(50), 1000);  // saves once, when destroyed
     const DecodingStage stage(false, true);
     const auto start = std::chrono::steady_clock::now();
     while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(700)) p.run(1, pool);
