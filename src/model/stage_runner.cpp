@@ -209,7 +209,8 @@ Status StageRunner::run_layers(const Batch& batch, int32_t first, int32_t end, f
   }
   if (config_.shard.split()) ctx.first_expert = config_.shard.experts.begin, ctx.end_expert = config_.shard.experts.end;
   // Its one-token products teach the plan what this node decodes at (tensor/decode_rates.h).
-  const tensor::DecodingStage decoding(config_.shard.split(), weight_bytes_ >= tensor::kDecodeRatesMinStageBytes);
+  const tensor::DecodingStage decoding(config_.shard.split(),
+                                      batch.size() == 1 && weight_bytes_ >= tensor::kDecodeRatesMinStageBytes);
   for (int32_t il = first; il < end; ++il) model_->architecture().forward_layer(ctx, weights_.layers[il], il, hidden);
   if (collective_) STRATA_TRY(collective_->error());
   record_positions(batch);
@@ -262,7 +263,7 @@ std::vector<float> StageRunner::logits(const Batch& batch, const float* hidden) 
   if (n_out > 0) {
     const MatrixView& head = weights_.global.output;
     if (collective_) warmer_.note(head.data, static_cast<size_t>(head.rows) * head.row_stride);
-    const tensor::DecodingStage decoding(config_.shard.split(), weight_bytes_ >= tensor::kDecodeRatesMinStageBytes);
+    const tensor::DecodingStage decoding(config_.shard.split(), n_out == 1 && weight_bytes_ >= tensor::kDecodeRatesMinStageBytes);
     tensor::matmul(head, rows.data(), n_out, out.data(), *pool_);
     add_bias_rows(out.data(), n_out, weights_.global.output_bias);
   }

@@ -79,7 +79,7 @@ std::vector<DecodedProducts> decoded_products() {
 }
 
 void record_exchange_wait(double seconds) {
-  if (seconds > 0) g_wait_nanos.fetch_add(static_cast<uint64_t>(seconds * 1e9), std::memory_order_relaxed);
+  if (t_kind == 1 && seconds > 0) g_wait_nanos.fetch_add(static_cast<uint64_t>(seconds * 1e9), std::memory_order_relaxed);
 }
 
 double exchange_wait_seconds() { return static_cast<double>(g_wait_nanos.load(std::memory_order_relaxed)) * 1e-9; }

@@ -34,9 +34,10 @@ struct DecodedProducts {
 // not from memory: what its products run at says nothing of a model that streams its weights.
 inline constexpr uint64_t kDecodeRatesMinStageBytes = uint64_t{96} << 20;  // as the probe's matrix
 
-// One-token products run on this thread while one is open are a stage's decoding (of whole
-// matrices, or of a tensor-split member's slices) and are recorded, unless `record` is false; others
-// (the speed probe, the prefetch calibration, tests) are not.
+// One-token products (and a member's exchanges) run on this thread while one is open are a stage's
+// decoding (of whole matrices, or of a tensor-split member's slices) and are recorded, unless `record`
+// is false (a small stage, a prompt's batch); others (the speed probe, the prefetch calibration,
+// tests) are not.
 class DecodingStage {
  public:
   DecodingStage(bool slices, bool record);
@@ -53,7 +54,8 @@ class DecodingStage {
 void record_decoded_products(std::span<const MatmulJob> jobs, double seconds);
 // The totals since this process started, one entry per type and kind seen.
 std::vector<DecodedProducts> decoded_products();
-// Adds a tensor-split exchange's wait for the peers' partial sums; the total since the process started.
+// Adds a tensor-split exchange's wait for the peers' partial sums, when made inside a DecodingStage of
+// slices (a decoded token's exchange, not a prompt's); the total since the process started.
 void record_exchange_wait(double seconds);
 double exchange_wait_seconds();
 

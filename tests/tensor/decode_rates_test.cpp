@@ -69,6 +69,26 @@ TEST(DecodedProducts, OneTokenProductsInsideAStageAreRecordedByTypeAndKind) {
   EXPECT_GT(slices.seconds, slices_was.seconds);
 }
 
+// Only a decoded token's exchanges on a tensor-split member count as its waits.
+TEST(DecodedProducts, ExchangeWaitsCountInsideASliceStageOnly) {
+  const double before = exchange_wait_seconds();
+  record_exchange_wait(0.5);  // no stage: a prompt, a test
+  {
+    const DecodingStage whole(false, true);
+    record_exchange_wait(0.5);
+  }
+  {
+    const DecodingStage prompt(true, false);
+    record_exchange_wait(0.5);
+  }
+  EXPECT_DOUBLE_EQ(exchange_wait_seconds(), before);
+  {
+    const DecodingStage member(true, true);
+    record_exchange_wait(0.25);
+  }
+  EXPECT_NEAR(exchange_wait_seconds() - before, 0.25, 1e-9);
+}
+
 TEST(DecodedProducts, UnderAQuotaOnlyBusyWindowsCountAndSlicesTakeTheWaits) {
   const std::vector<DecodedProducts> delta = {{DType::Q4_K, false, 3000, 0.2}, {DType::Q4_K, true, 1000, 0.2},
                                               {DType::Q6_K, true, 3000, 0.2}};
