@@ -367,7 +367,11 @@ Result<NodeSpeed> read_speed(const std::string& path, const std::string& key, st
   if (!(in >> name >> w.state_element) || name != "recurrent") return make_error("cached speed: no recurrent state");
   std::getline(in, line);  // the rest of the "recurrent" line
   std::vector<Evidence> seen;
-  while (std::getline(in, line)) STRATA_TRY(read_rate_line(line, s, seen));
+  for (int lines = 0; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (++lines > 2 * 64) return make_error("cached speed: more rate lines than types");
+    STRATA_TRY(read_rate_line(line, s, seen));
+  }
   for (DType t : measured_types()) {
     if (std::none_of(s.product_rates.begin(), s.product_rates.end(), [&](const auto& r) { return r.first == t; })) {
       return make_error("cached speed: no {} rate", dtype_name(t));
