@@ -141,17 +141,15 @@ Status WorkerService::Hello(grpc::ServerContext* ctx, grpc::ServerReader<v1::Hel
     if (auto now = tensor::read_cached_node_speed(reply->threads(), options_.speed_cache_dir); now.ok()) speed = *now;
   }
   reply->mutable_speed()->set_read_bandwidth(speed.read_bandwidth);
-  for (const auto& [type, rate] : speed.product_rates) {
-    v1::TypeRate* r = reply->mutable_speed()->add_rates();
-    r->set_type(static_cast<int32_t>(type));
-    r->set_bytes_per_second(rate);
+  for (const auto& [list, into] : {std::pair{&speed.product_rates, reply->mutable_speed()->mutable_rates()},
+                                   std::pair{&speed.slice_rates, reply->mutable_speed()->mutable_slice_rates()}}) {
+    for (const auto& [type, rate] : *list) {
+      v1::TypeRate* r = into->Add();
+      r->set_type(static_cast<int32_t>(type));
+      r->set_bytes_per_second(rate);
+    }
   }
   for (DType t : speed.decoded) reply->mutable_speed()->add_decoded(static_cast<int32_t>(t));
-  for (const auto& [type, rate] : speed.slice_rates) {
-    v1::TypeRate* r = reply->mutable_speed()->add_slice_rates();
-    r->set_type(static_cast<int32_t>(type));
-    r->set_bytes_per_second(rate);
-  }
   const tensor::LayerWork& w = speed.layer_work;
   reply->mutable_speed()->set_kv_element_seconds(w.kv_element);
   reply->mutable_speed()->set_kv_query_element_seconds(w.kv_query_element);

@@ -61,9 +61,13 @@ struct UnitWork {
 };
 
 // `slices`: as a -sm tensor member reads them (its slice rates where decoding measured them).
+double read_seconds(const tensor::NodeSpeed& speed, DType type, uint64_t bytes, bool slices) {
+  return slices ? speed.slice_seconds(type, bytes) : speed.seconds(type, bytes);
+}
+
 double seconds(const tensor::NodeSpeed& speed, const Reads& reads, bool slices) {
   double s = 0;
-  for (const auto& [type, bytes] : reads) s += slices ? speed.slice_seconds(type, bytes) : speed.seconds(type, bytes);
+  for (const auto& [type, bytes] : reads) s += read_seconds(speed, type, bytes, slices);
   return s;
 }
 
@@ -295,7 +299,7 @@ std::vector<double> segment_seconds(const model::Model& model, const Node& node,
   std::vector<double> seg(2 * static_cast<size_t>(n_layer) + 1, 0.0);
   const bool slices = st.shard.split();
   for_each_read(model, st, false, [&](const model::Model::Tensor& t, uint64_t bytes) {
-    seg[segment_of(t.decl, n_layer)] += slices ? node.speed.slice_seconds(t.info->type, bytes) : node.speed.seconds(t.info->type, bytes);
+    seg[segment_of(t.decl, n_layer)] += read_seconds(node.speed, t.info->type, bytes, slices);
   });
   const model::HParams hp = model::shard_hparams(model.hparams(), st.shard);
   for (int32_t il = 0; il < static_cast<int32_t>(st.owned.size()) && il < n_layer; ++il) {

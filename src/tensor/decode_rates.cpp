@@ -50,6 +50,8 @@ void add_to(std::vector<DecodedProducts>& sum, const std::vector<DecodedProducts
 DecodingStage::DecodingStage(bool slices, bool record) : previous_(t_kind) { t_kind = !record ? kNotDecoding : slices ? 1 : 0; }
 DecodingStage::~DecodingStage() { t_kind = previous_; }
 
+bool recording_decode() { return t_kind != kNotDecoding; }
+
 void record_decoded_products(std::span<const MatmulJob> jobs, double seconds) {
   if (t_kind == kNotDecoding || !(seconds > 0)) return;
   uint64_t total = 0;

@@ -49,6 +49,8 @@ class DecodingStage {
   int previous_;
 };
 
+// Whether products run on this thread now are recorded (a DecodingStage is open that records).
+bool recording_decode();
 // Adds one matmul_batch of one-token jobs run inside a DecodingStage: its seconds shared among the
 // jobs' types by bytes.
 void record_decoded_products(std::span<const MatmulJob> jobs, double seconds);

@@ -113,7 +113,7 @@ void matmul_batch(std::span<const MatmulJob> jobs, ThreadPool& pool) {
       if (r1 > r0) matmul_rows(job.w, *job.x, job.x_first, job.n_tokens, job.y, job.y_stride, r0, r1);
     }
   };
-  if (one_token) {  // decoding: timed, so the planner learns the rates its products run at
+  if (one_token && recording_decode()) {  // a stage's decoding: timed, so the plan learns what it runs at
     const auto start = std::chrono::steady_clock::now();
     pool.parallel_for_shares(total, kDecodeRowsPerStep, rows);
     record_decoded_products(jobs, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -81,6 +81,12 @@ SumFn widest_sum() {
   return sum_words;
 }
 
+bool has_type(const std::vector<DType>& types, DType t) { return std::find(types.begin(), types.end(), t) != types.end(); }
+
+bool has_rate(const std::vector<std::pair<DType, double>>& rates, DType t) {
+  return std::any_of(rates.begin(), rates.end(), [&](const auto& r) { return r.first == t; });
+}
+
 struct FreeBuffer {
   void operator()(uint8_t* p) const { std::free(p); }
 };
@@ -221,8 +227,7 @@ std::string NodeSpeed::text() const {
   if (!known()) return "not measured";
   std::string rates;
   for (const auto& [t, rate] : product_rates) {
-    const bool as_decoded = std::find(decoded.begin(), decoded.end(), t) != decoded.end();
-    rates += fmt::format("{}{} {:.1f}{}", rates.empty() ? "" : ", ", dtype_name(t), rate / 1e9, as_decoded ? " (decoded)" : "");
+    rates += fmt::format("{}{} {:.1f}{}", rates.empty() ? "" : ", ", dtype_name(t), rate / 1e9, has_type(decoded, t) ? " (decoded)" : "");
   }
   std::string s = fmt::format("read {:.1f} GB/s; one-token products {} GB/s", read_bandwidth / 1e9, rates);
   if (!slice_rates.empty()) {
@@ -260,9 +265,7 @@ Status NodeSpeed::validate() const {
     }
   }
   for (DType t : decoded) {
-    if (std::none_of(product_rates.begin(), product_rates.end(), [&](const auto& r) { return r.first == t; })) {
-      return make_error("node speed: {} marked decoded has no rate", dtype_name(t));
-    }
+    if (!has_rate(product_rates, t)) return make_error("node speed: {} marked decoded has no rate", dtype_name(t));
   }
   return {};
 }
@@ -373,9 +376,7 @@ Result<NodeSpeed> read_speed(const std::string& path, const std::string& key, st
     STRATA_TRY(read_rate_line(line, s, seen));
   }
   for (DType t : measured_types()) {
-    if (std::none_of(s.product_rates.begin(), s.product_rates.end(), [&](const auto& r) { return r.first == t; })) {
-      return make_error("cached speed: no {} rate", dtype_name(t));
-    }
+    if (!has_rate(s.product_rates, t)) return make_error("cached speed: no {} rate", dtype_name(t));
   }
   STRATA_TRY(s.validate());
   if (evidence) *evidence = std::move(seen);
@@ -398,7 +399,7 @@ Status write_speed(const std::string& path, const std::string& key, const NodeSp
     out << fmt::format("attention {:.17g} {:.17g}\nrecurrent {:.17g}\n", w.kv_element, w.kv_query_element, w.state_element);
     for (const auto& [t, rate] : s.product_rates) {
       out << dtype_name(t) << " " << fmt::format("{:.17g}", rate);
-      if (std::find(s.decoded.begin(), s.decoded.end(), t) != s.decoded.end()) {
+      if (has_type(s.decoded, t)) {
         out << fmt::format(" decoded {:.6g}", evidence_of(evidence, t, false));
       }
       out << "\n";
@@ -410,6 +411,20 @@ Status write_speed(const std::string& path, const std::string& key, const NodeSp
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return make_error("{}: cannot rename to {}", tmp, path);
   return {};
+}
+
+// Where the speed for one key lives: the file named for it and the directory's lock.
+struct CacheEntry {
+  std::string key;
+  std::filesystem::path dir;
+  std::string path;
+  std::string lock() const { return (dir / ".lock").string(); }
+};
+
+CacheEntry cache_entry(int32_t threads, const std::string& cache_dir) {
+  CacheEntry e{node_speed_key(threads), std::filesystem::path(cache_dir) / "node-speed", {}};
+  e.path = (e.dir / key_file(e.key)).string();
+  return e;
 }
 
 struct FileLock {
@@ -432,28 +447,25 @@ std::string node_speed_key(int32_t threads) {
 }
 
 Result<NodeSpeed> cached_node_speed(int32_t threads, const std::string& cache_dir, const SpeedProbe& measure) {
-  const std::string key = node_speed_key(threads);
-  const std::filesystem::path dir = std::filesystem::path(cache_dir) / "node-speed";
+  const CacheEntry entry = cache_entry(threads, cache_dir);
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  std::filesystem::create_directories(entry.dir, ec);
   if (ec) return measure(threads);  // no cache: measure every start
-  const std::string path = (dir / key_file(key)).string();
-  FileLock lock((dir / ".lock").string());
-  if (auto cached = read_speed(path, key); cached.ok()) {
+  FileLock lock(entry.lock());
+  if (auto cached = read_speed(entry.path, entry.key); cached.ok()) {
     cached->from_cache = true;
     return cached;
   }
   STRATA_ASSIGN(NodeSpeed s, measure(threads));
   STRATA_TRY(s.validate());
-  (void)write_speed(path, key, s);  // a cache that cannot be written only costs the next start a measurement
+  (void)write_speed(entry.path, entry.key, s);  // a cache that cannot be written only costs the next start a measurement
   return s;
 }
 
 Result<NodeSpeed> read_cached_node_speed(int32_t threads, const std::string& cache_dir) {
-  const std::string key = node_speed_key(threads);
-  const std::filesystem::path dir = std::filesystem::path(cache_dir) / "node-speed";
-  FileLock lock((dir / ".lock").string());
-  STRATA_ASSIGN(NodeSpeed s, read_speed((dir / key_file(key)).string(), key));
+  const CacheEntry entry = cache_entry(threads, cache_dir);
+  FileLock lock(entry.lock());
+  STRATA_ASSIGN(NodeSpeed s, read_speed(entry.path, entry.key));
   s.from_cache = true;
   return s;
 }
@@ -463,14 +475,12 @@ Result<std::vector<DecodedProducts>> fold_decoded_rates(int32_t threads, const s
   // A run's products weigh against at most this much of the earlier ones: one slow run (another
   // process on the host) moves the rate by a part, and a changed host is learned in a few runs.
   constexpr double kEarlierSeconds = 10;
-  const std::string key = node_speed_key(threads);
-  const std::filesystem::path dir = std::filesystem::path(cache_dir) / "node-speed";
-  const std::string path = (dir / key_file(key)).string();
+  const CacheEntry entry = cache_entry(threads, cache_dir);
   std::vector<DecodedProducts> folded;
-  if (!std::filesystem::exists(path)) return folded;
-  FileLock lock((dir / ".lock").string());
+  if (!std::filesystem::exists(entry.path)) return folded;
+  FileLock lock(entry.lock());
   std::vector<Evidence> evidence;
-  STRATA_ASSIGN(NodeSpeed s, read_speed(path, key, &evidence));
+  STRATA_ASSIGN(NodeSpeed s, read_speed(entry.path, entry.key, &evidence));
   for (const DecodedProducts& p : products) {
     if (p.seconds < min_seconds || !(p.rate() > 0) || p.rate() > kMaxRate) continue;
     auto& rates = p.slices ? s.slice_rates : s.product_rates;
@@ -481,12 +491,12 @@ Result<std::vector<DecodedProducts>> fold_decoded_rates(int32_t threads, const s
     const double earlier = std::min(e->seconds, kEarlierSeconds);
     it->second = (it->second * earlier + static_cast<double>(p.bytes)) / (earlier + p.seconds);
     e->seconds = earlier + p.seconds;
-    if (!p.slices && std::find(s.decoded.begin(), s.decoded.end(), p.type) == s.decoded.end()) s.decoded.push_back(p.type);
+    if (!p.slices && !has_type(s.decoded, p.type)) s.decoded.push_back(p.type);
     folded.push_back({p.type, p.slices, static_cast<uint64_t>(it->second * e->seconds), e->seconds});
   }
   if (folded.empty()) return folded;
   STRATA_TRY(s.validate());
-  STRATA_TRY(write_speed(path, key, s, evidence));
+  STRATA_TRY(write_speed(entry.path, entry.key, s, evidence));
   return folded;
 }
 
